@@ -1,0 +1,173 @@
+//! Per-resource behaviour, as upstream's `rest.RESTCreateStrategy`/`RESTUpdateStrategy`.
+//!
+//! A [`Strategy`] works on the typed k8s-openapi object. The generic registry in the API server
+//! works on JSON values, so every strategy is used through [`DynStrategy`], implemented for
+//! [`Typed<S>`]. Decoding into the typed object is what drops (or, under strict field validation,
+//! reports) unknown fields, exactly as upstream's decoding into Go structs does.
+
+use crate::field::FieldError;
+use serde::{de::DeserializeOwned, Serialize};
+use serde_json::Value;
+
+/// Which rule `metadata.name` must follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameRule {
+    /// RFC 1123 subdomain (most resources).
+    Subdomain,
+    /// RFC 1123 label (namespaces, services…).
+    Label,
+    /// Any string that is a valid path segment (RBAC objects, nodes allow more).
+    PathSegment,
+}
+
+/// Kind-specific rules. Generic metadata (name, labels, annotations, owner references,
+/// uid/resourceVersion/generation) is handled by the registry for every kind.
+pub trait Strategy: Send + Sync + 'static {
+    type Object: Serialize + DeserializeOwned + Clone + Send + Sync + 'static;
+
+    fn name_rule(&self) -> NameRule {
+        NameRule::Subdomain
+    }
+    /// Defaulting, as upstream's `SetDefaults_*`: runs on every decoded request body.
+    fn set_defaults(&self, _obj: &mut Self::Object) {}
+    /// Create-time preparation (e.g. clear `status`), after defaulting and mutating admission.
+    fn prepare_for_create(&self, _obj: &mut Self::Object) {}
+    /// Update-time preparation: `new` may take fields from `old` the user cannot change here.
+    fn prepare_for_update(&self, _new: &mut Self::Object, _old: &Self::Object) {}
+    /// Kind-specific validation on create.
+    fn validate(&self, _obj: &Self::Object) -> Vec<FieldError> {
+        Vec::new()
+    }
+    /// Kind-specific validation on update (immutable fields and the like).
+    fn validate_update(&self, new: &Self::Object, _old: &Self::Object) -> Vec<FieldError> {
+        self.validate(new)
+    }
+}
+
+/// A body that did not decode into the kind's type: a 400 BadRequest.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct DecodeError(pub String);
+
+/// The result of decoding a request body into the kind's type and back.
+#[derive(Debug)]
+pub struct Normalized {
+    pub object: Value,
+    /// Dotted paths of fields the type does not know, e.g. `spec.foo`.
+    pub unknown_fields: Vec<String>,
+}
+
+/// Object-safe face of a [`Strategy`], working on JSON values.
+pub trait DynStrategy: Send + Sync {
+    fn name_rule(&self) -> NameRule;
+    /// Decodes into the typed object (collecting unknown fields), defaults it, encodes it back.
+    fn normalize(&self, obj: Value) -> Result<Normalized, DecodeError>;
+    fn prepare_for_create(&self, obj: &mut Value) -> Result<(), DecodeError>;
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) -> Result<(), DecodeError>;
+    fn validate(&self, obj: &Value, old: Option<&Value>) -> Result<Vec<FieldError>, DecodeError>;
+}
+
+/// Adapter from a typed [`Strategy`] to [`DynStrategy`].
+pub struct Typed<S>(pub S);
+
+fn decode<T: DeserializeOwned>(v: &Value) -> Result<T, DecodeError> {
+    T::deserialize(v).map_err(|e| DecodeError(e.to_string()))
+}
+
+fn encode<T: Serialize>(t: &T) -> Result<Value, DecodeError> {
+    serde_json::to_value(t).map_err(|e| DecodeError(e.to_string()))
+}
+
+/// Decodes `v` into `T`, returning the dotted paths of every field `T` ignored.
+pub fn decode_reporting_unknown<T: DeserializeOwned>(v: &Value) -> Result<(T, Vec<String>), DecodeError> {
+    let mut unknown = Vec::new();
+    let t: T =
+        serde_ignored::deserialize(v, |path| unknown.push(dotted(&path))).map_err(|e| DecodeError(e.to_string()))?;
+    Ok((t, unknown))
+}
+
+fn dotted(path: &serde_ignored::Path<'_>) -> String {
+    use serde_ignored::Path as P;
+    match path {
+        P::Root => String::new(),
+        P::Seq { parent, index } => format!("{}[{}]", dotted(parent), index),
+        P::Map { parent, key } => {
+            let p = dotted(parent);
+            if p.is_empty() {
+                key.to_string()
+            } else {
+                format!("{p}.{key}")
+            }
+        }
+        P::Some { parent } | P::NewtypeStruct { parent } | P::NewtypeVariant { parent } => dotted(parent),
+    }
+}
+
+impl<S: Strategy> DynStrategy for Typed<S> {
+    fn name_rule(&self) -> NameRule {
+        self.0.name_rule()
+    }
+
+    fn normalize(&self, obj: Value) -> Result<Normalized, DecodeError> {
+        let (mut typed, unknown_fields): (S::Object, _) = decode_reporting_unknown(&obj)?;
+        self.0.set_defaults(&mut typed);
+        Ok(Normalized { object: encode(&typed)?, unknown_fields })
+    }
+
+    fn prepare_for_create(&self, obj: &mut Value) -> Result<(), DecodeError> {
+        let mut typed: S::Object = decode(obj)?;
+        self.0.prepare_for_create(&mut typed);
+        *obj = encode(&typed)?;
+        Ok(())
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) -> Result<(), DecodeError> {
+        let mut typed: S::Object = decode(new)?;
+        let old: S::Object = decode(old)?;
+        self.0.prepare_for_update(&mut typed, &old);
+        *new = encode(&typed)?;
+        Ok(())
+    }
+
+    fn validate(&self, obj: &Value, old: Option<&Value>) -> Result<Vec<FieldError>, DecodeError> {
+        let typed: S::Object = decode(obj)?;
+        Ok(match old {
+            None => self.0.validate(&typed),
+            Some(old) => self.0.validate_update(&typed, &decode(old)?),
+        })
+    }
+}
+
+/// A strategy with no kind-specific rules, for kinds whose only rules are the generic ones.
+pub struct Generic<T>(std::marker::PhantomData<fn() -> T>);
+
+impl<T> Default for Generic<T> {
+    fn default() -> Self {
+        Generic(std::marker::PhantomData)
+    }
+}
+
+impl<T: Serialize + DeserializeOwned + Clone + Send + Sync + 'static> Strategy for Generic<T> {
+    type Object = T;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    #[test]
+    fn normalize_reports_unknown_fields_with_dotted_paths() {
+        let s = Typed(Generic::<ConfigMap>::default());
+        let n = s
+            .normalize(serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "a", "bogus": 1},
+                "data": {"k": "v"}, "spec": {"foo": 1}
+            }))
+            .expect("decodes");
+        assert_eq!(n.unknown_fields, vec!["metadata.bogus".to_string(), "spec".to_string()]);
+        assert_eq!(n.object["data"]["k"], "v");
+        assert!(n.object.get("spec").is_none());
+    }
+}

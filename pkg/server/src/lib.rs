@@ -1,0 +1,1 @@
+//! k1s server
