@@ -10,6 +10,7 @@ pub mod field;
 pub mod meta;
 pub mod openapi;
 pub mod printers;
+pub mod protobuf;
 pub mod resources;
 pub mod selectors;
 pub mod strategic;

@@ -1,1 +1,271 @@
-//! k1s pki
+//! k1s-pki: the cluster's certificate authority, the API server's serving certificate, client
+//! certificates for the admin and for every built-in component, and kubeconfig rendering.
+//!
+//! Everything is kept under `<data-dir>/server/tls` and reused on restart; the serving
+//! certificate is re-issued when the requested SANs change. It must never depend on the API
+//! server or the store.
+
+use base64::Engine as _;
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+    SanType,
+};
+use std::fs;
+use std::io::Write as _;
+use std::net::IpAddr;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use time::{Duration, OffsetDateTime};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PkiError {
+    #[error("writing {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+    #[error("reading {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("generating certificate {name}: {source}")]
+    Generate { name: String, source: rcgen::Error },
+    #[error("parsing certificate {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+}
+
+/// A PEM certificate and its PEM private key.
+#[derive(Clone, Debug)]
+pub struct CertPair {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+/// The cluster PKI rooted at one CA.
+pub struct Pki {
+    dir: PathBuf,
+    pub ca: CertPair,
+    pub serving: CertPair,
+}
+
+const VALIDITY_CA_DAYS: i64 = 3650;
+const VALIDITY_LEAF_DAYS: i64 = 365;
+
+fn write_private(path: &Path, contents: &str, mode: u32) -> Result<(), PkiError> {
+    let err = |source| PkiError::Write { path: path.to_path_buf(), source };
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).map_err(err)?;
+    }
+    let tmp = path.with_extension("tmp");
+    let mut f = fs::OpenOptions::new().create(true).truncate(true).write(true).mode(mode).open(&tmp).map_err(err)?;
+    f.write_all(contents.as_bytes()).map_err(err)?;
+    f.sync_all().map_err(err)?;
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(mode)).map_err(err)?;
+    fs::rename(&tmp, path).map_err(err)
+}
+
+fn read(path: &Path) -> Result<Option<String>, PkiError> {
+    match fs::read_to_string(path) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(PkiError::Read { path: path.to_path_buf(), source }),
+    }
+}
+
+fn gen_err(name: &str) -> impl Fn(rcgen::Error) -> PkiError + '_ {
+    move |source| PkiError::Generate { name: name.to_string(), source }
+}
+
+fn leaf_params(cn: &str, orgs: &[&str]) -> CertificateParams {
+    let mut p = CertificateParams::default();
+    p.distinguished_name = rcgen::DistinguishedName::new();
+    p.distinguished_name.push(DnType::CommonName, cn);
+    for o in orgs {
+        p.distinguished_name.push(DnType::OrganizationName, *o);
+    }
+    let now = OffsetDateTime::now_utc();
+    p.not_before = now - Duration::hours(1);
+    p.not_after = now + Duration::days(VALIDITY_LEAF_DAYS);
+    p.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+    p.use_authority_key_identifier_extension = true;
+    p
+}
+
+/// SANs of a PEM certificate, as strings (DNS names and IP addresses).
+fn cert_sans(pem: &str, path: &Path) -> Result<Vec<String>, PkiError> {
+    let parse = |message: String| PkiError::Parse { path: path.to_path_buf(), message };
+    let (_, p) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).map_err(|e| parse(e.to_string()))?;
+    let cert = p.parse_x509().map_err(|e| parse(e.to_string()))?;
+    let mut out = Vec::new();
+    if let Ok(Some(san)) = cert.subject_alternative_name() {
+        for n in &san.value.general_names {
+            match n {
+                x509_parser::extensions::GeneralName::DNSName(d) => out.push(d.to_string()),
+                x509_parser::extensions::GeneralName::IPAddress(b) => match b.len() {
+                    4 => out.push(IpAddr::from(<[u8; 4]>::try_from(*b).unwrap_or([0; 4])).to_string()),
+                    16 => out.push(IpAddr::from(<[u8; 16]>::try_from(*b).unwrap_or([0; 16])).to_string()),
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+    }
+    if cert.validity().not_after.timestamp() < OffsetDateTime::now_utc().unix_timestamp() + 30 * 86400 {
+        // Expiring within 30 days: report no SANs so the caller re-issues.
+        return Ok(Vec::new());
+    }
+    Ok(out)
+}
+
+impl Pki {
+    /// Loads the PKI under `dir`, creating what is missing. `sans` are the serving certificate's
+    /// subject alternative names (IPs and DNS names); it is re-issued when they change.
+    pub fn ensure(dir: &Path, sans: &[String]) -> Result<Pki, PkiError> {
+        let ca_crt = dir.join("server-ca.crt");
+        let ca_key = dir.join("server-ca.key");
+        let ca = match (read(&ca_crt)?, read(&ca_key)?) {
+            (Some(cert_pem), Some(key_pem)) => CertPair { cert_pem, key_pem },
+            _ => {
+                let key = KeyPair::generate().map_err(gen_err("ca"))?;
+                let mut p = CertificateParams::default();
+                p.distinguished_name = rcgen::DistinguishedName::new();
+                let now = OffsetDateTime::now_utc();
+                p.distinguished_name.push(DnType::CommonName, format!("k1s-server-ca@{}", now.unix_timestamp()));
+                p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+                p.key_usages =
+                    vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+                p.not_before = now - Duration::hours(1);
+                p.not_after = now + Duration::days(VALIDITY_CA_DAYS);
+                let cert = p.self_signed(&key).map_err(gen_err("ca"))?;
+                let pair = CertPair { cert_pem: cert.pem(), key_pem: key.serialize_pem() };
+                write_private(&ca_key, &pair.key_pem, 0o600)?;
+                write_private(&ca_crt, &pair.cert_pem, 0o644)?;
+                tracing::info!(path = %ca_crt.display(), "created cluster CA");
+                pair
+            }
+        };
+        let mut pki = Pki { dir: dir.to_path_buf(), serving: ca.clone(), ca };
+        let srv_crt = dir.join("serving-kube-apiserver.crt");
+        let srv_key = dir.join("serving-kube-apiserver.key");
+        let mut wanted: Vec<String> = sans.to_vec();
+        wanted.sort();
+        wanted.dedup();
+        pki.serving = match (read(&srv_crt)?, read(&srv_key)?) {
+            (Some(cert_pem), Some(key_pem)) if {
+                let mut have = cert_sans(&cert_pem, &srv_crt)?;
+                have.sort();
+                have.dedup();
+                have == wanted
+            } => CertPair { cert_pem, key_pem },
+            _ => {
+                let mut p = leaf_params("kube-apiserver", &[]);
+                p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+                p.subject_alt_names = wanted
+                    .iter()
+                    .map(|s| match s.parse::<IpAddr>() {
+                        Ok(ip) => Ok(SanType::IpAddress(ip)),
+                        Err(_) => s.clone().try_into().map(SanType::DnsName),
+                    })
+                    .collect::<Result<_, _>>()
+                    .map_err(gen_err("serving"))?;
+                let pair = pki.sign(p, "serving")?;
+                write_private(&srv_key, &pair.key_pem, 0o600)?;
+                write_private(&srv_crt, &pair.cert_pem, 0o644)?;
+                tracing::info!(sans = ?wanted, "issued API server serving certificate");
+                pair
+            }
+        };
+        Ok(pki)
+    }
+
+    fn sign(&self, params: CertificateParams, name: &str) -> Result<CertPair, PkiError> {
+        let ca_key = KeyPair::from_pem(&self.ca.key_pem).map_err(gen_err(name))?;
+        let issuer = Issuer::from_ca_cert_pem(&self.ca.cert_pem, ca_key).map_err(gen_err(name))?;
+        let key = KeyPair::generate().map_err(gen_err(name))?;
+        let cert = params.signed_by(&key, &issuer).map_err(gen_err(name))?;
+        Ok(CertPair { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+    }
+
+    /// A client certificate for user `cn` in groups `orgs`, kept as `client-<file>.crt/.key`
+    /// and reused while valid for the same subject.
+    pub fn client(&self, file: &str, cn: &str, orgs: &[&str]) -> Result<CertPair, PkiError> {
+        let crt = self.dir.join(format!("client-{file}.crt"));
+        let key = self.dir.join(format!("client-{file}.key"));
+        if let (Some(cert_pem), Some(key_pem)) = (read(&crt)?, read(&key)?) {
+            if client_subject(&cert_pem).as_deref() == Some(&subject_string(cn, orgs)) {
+                return Ok(CertPair { cert_pem, key_pem });
+            }
+        }
+        let mut p = leaf_params(cn, orgs);
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let pair = self.sign(p, file)?;
+        write_private(&key, &pair.key_pem, 0o600)?;
+        write_private(&crt, &pair.cert_pem, 0o644)?;
+        Ok(pair)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+fn subject_string(cn: &str, orgs: &[&str]) -> String {
+    format!("{cn}|{}", orgs.join(","))
+}
+
+fn client_subject(pem: &str) -> Option<String> {
+    let (_, p) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).ok()?;
+    let cert = p.parse_x509().ok()?;
+    if cert.validity().not_after.timestamp() < OffsetDateTime::now_utc().unix_timestamp() + 30 * 86400 {
+        return None;
+    }
+    let cn = cert.subject().iter_common_name().next()?.as_str().ok()?.to_string();
+    let orgs: Vec<&str> = cert.subject().iter_organization().filter_map(|o| o.as_str().ok()).collect();
+    Some(subject_string(&cn, &orgs))
+}
+
+/// Renders a kubeconfig with the CA and a client certificate embedded.
+pub fn kubeconfig(server: &str, ca_pem: &str, client: &CertPair) -> String {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: {}\n    server: {}\n  name: default\ncontexts:\n- context:\n    cluster: default\n    user: default\n  name: default\ncurrent-context: default\npreferences: {{}}\nusers:\n- name: default\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\n",
+        b64(ca_pem),
+        server,
+        b64(&client.cert_pem),
+        b64(&client.key_pem)
+    )
+}
+
+/// Writes a kubeconfig atomically with the given file mode.
+pub fn write_kubeconfig(path: &Path, contents: &str, mode: u32) -> Result<(), PkiError> {
+    write_private(path, contents, mode)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pki_is_created_once_and_reused_and_reissues_serving_on_san_change() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let sans = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+        let a = Pki::ensure(dir.path(), &sans).expect("create");
+        let b = Pki::ensure(dir.path(), &sans).expect("reuse");
+        assert_eq!(a.ca.cert_pem, b.ca.cert_pem);
+        assert_eq!(a.serving.cert_pem, b.serving.cert_pem);
+        let mut more = sans.clone();
+        more.push("k1s.example".into());
+        let c = Pki::ensure(dir.path(), &more).expect("reissue");
+        assert_eq!(a.ca.cert_pem, c.ca.cert_pem);
+        assert_ne!(a.serving.cert_pem, c.serving.cert_pem);
+        let mode = fs::metadata(dir.path().join("server-ca.key")).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn client_certificates_carry_user_and_groups_and_are_reused() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let pki = Pki::ensure(dir.path(), &["127.0.0.1".to_string()]).expect("create");
+        let admin = pki.client("admin", "system:admin", &["system:masters"]).expect("admin");
+        assert_eq!(client_subject(&admin.cert_pem).as_deref(), Some("system:admin|system:masters"));
+        let again = pki.client("admin", "system:admin", &["system:masters"]).expect("admin");
+        assert_eq!(admin.cert_pem, again.cert_pem);
+        let kc = kubeconfig("https://127.0.0.1:6443", &pki.ca.cert_pem, &admin);
+        assert!(kc.contains("server: https://127.0.0.1:6443"));
+    }
+}
