@@ -1,1 +1,202 @@
-fn main() {}
+//! `k1s`: a single-node Kubernetes distribution. This binary only parses the command line and
+//! config file into `k1s_server::Config` and runs it.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+const DEFAULT_CONFIG: &str = "/etc/k1s/config.yaml";
+
+#[derive(Parser, Debug)]
+#[command(name = "k1s", version, about = "k1s: a small, fast, single-node Kubernetes", args_override_self = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the control plane and node agent.
+    Server(ServerArgs),
+    /// Print version information.
+    Version,
+}
+
+#[derive(Args, Debug)]
+struct ServerArgs {
+    /// (config) Load configuration from FILE (same keys as the flags).
+    #[arg(long, short = 'c', env = "K1S_CONFIG_FILE", default_value = DEFAULT_CONFIG)]
+    config: PathBuf,
+    /// (data) Folder to hold state.
+    #[arg(long, short = 'd', env = "K1S_DATA_DIR", default_value = "/var/lib/k1s")]
+    data_dir: PathBuf,
+    /// (client) Write the admin kubeconfig to this file.
+    #[arg(long, short = 'o', env = "K1S_KUBECONFIG_OUTPUT", default_value = "/etc/k1s/k1s.yaml")]
+    write_kubeconfig: PathBuf,
+    /// (client) File mode of the written kubeconfig, octal.
+    #[arg(long, env = "K1S_KUBECONFIG_MODE", default_value = "0600")]
+    write_kubeconfig_mode: String,
+    /// (listener) Address the API server binds to.
+    #[arg(long, env = "K1S_BIND_ADDRESS", default_value = "0.0.0.0")]
+    bind_address: IpAddr,
+    /// (listener) HTTPS port of the API server; 0 picks a free port.
+    #[arg(long, env = "K1S_HTTPS_LISTEN_PORT", default_value_t = 6443)]
+    https_listen_port: u16,
+    /// (listener) Address the API server advertises to clients.
+    #[arg(long, env = "K1S_ADVERTISE_ADDRESS")]
+    advertise_address: Option<IpAddr>,
+    /// (listener) Extra hostnames or IPs for the serving certificate.
+    #[arg(long, env = "K1S_TLS_SAN", value_delimiter = ',')]
+    tls_san: Vec<String>,
+    /// (agent/node) Node name (default: the hostname).
+    #[arg(long, env = "K1S_NODE_NAME")]
+    node_name: Option<String>,
+    /// (networking) Pod network CIDR.
+    #[arg(long, env = "K1S_CLUSTER_CIDR", default_value = "10.42.0.0/16")]
+    cluster_cidr: String,
+    /// (networking) Service network CIDR.
+    #[arg(long, env = "K1S_SERVICE_CIDR", default_value = "10.43.0.0/16")]
+    service_cidr: String,
+    /// (networking) Cluster DNS address.
+    #[arg(long, env = "K1S_CLUSTER_DNS", default_value = "10.43.0.10")]
+    cluster_dns: IpAddr,
+    /// (networking) Cluster domain.
+    #[arg(long, env = "K1S_CLUSTER_DOMAIN", default_value = "cluster.local")]
+    cluster_domain: String,
+    /// (components) Run only the control plane: no kubelet, no containerd.
+    #[arg(long, env = "K1S_DISABLE_AGENT")]
+    disable_agent: bool,
+    /// (components) Do not run these components.
+    #[arg(long, env = "K1S_DISABLE", value_delimiter = ',')]
+    disable: Vec<String>,
+    /// (data) How often the store's event log is compacted.
+    #[arg(long, env = "K1S_COMPACTION_INTERVAL", default_value = "5m", value_parser = humantime::parse_duration, hide = true)]
+    compaction_interval: Duration,
+    /// (listener) Interval of watch bookmarks.
+    #[arg(long, env = "K1S_BOOKMARK_INTERVAL", default_value = "60s", value_parser = humantime::parse_duration, hide = true)]
+    bookmark_interval: Duration,
+    /// (logging) Turn on debug logs.
+    #[arg(long, env = "K1S_DEBUG")]
+    debug: bool,
+}
+
+/// Turns the config file into flags placed before the command line's, so flags win.
+fn config_file_args(path: &std::path::Path, explicit: bool) -> Result<Vec<String>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("reading config file {}", path.display())),
+    };
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let doc: serde_json::Value =
+        serde_saphyr::from_str(&text).with_context(|| format!("parsing config file {}", path.display()))?;
+    let Some(map) = doc.as_object() else { bail!("config file {} must be a map of flag names to values", path.display()) };
+    let mut out = Vec::new();
+    for (k, v) in map {
+        let flag = format!("--{k}");
+        match v {
+            serde_json::Value::Array(items) => {
+                for i in items {
+                    out.push(format!("{flag}={}", scalar(i)));
+                }
+            }
+            serde_json::Value::Bool(true) => out.push(flag),
+            serde_json::Value::Bool(false) | serde_json::Value::Null => {}
+            other => out.push(format!("{flag}={}", scalar(other))),
+        }
+    }
+    Ok(out)
+}
+
+fn scalar(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn parse_cli() -> Result<Cli> {
+    let argv: Vec<String> = std::env::args().collect();
+    let cli = Cli::parse_from(&argv);
+    let Command::Server(args) = &cli.command else { return Ok(cli) };
+    let explicit = argv.iter().any(|a| a == "--config" || a == "-c" || a.starts_with("--config="))
+        || std::env::var_os("K1S_CONFIG_FILE").is_some();
+    let extra = config_file_args(&args.config, explicit)?;
+    if extra.is_empty() {
+        return Ok(cli);
+    }
+    let pos = argv.iter().position(|a| a == "server").map_or(argv.len(), |p| p + 1);
+    let mut merged = argv[..pos].to_vec();
+    merged.extend(extra);
+    merged.extend(argv[pos..].iter().cloned());
+    Cli::try_parse_from(&merged).map_err(|e| anyhow::anyhow!("config file {}: {e}", args.config.display()))
+}
+
+fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
+    let mode = u32::from_str_radix(a.write_kubeconfig_mode.trim_start_matches("0o"), 8)
+        .with_context(|| format!("--write-kubeconfig-mode {:?} is not an octal file mode", a.write_kubeconfig_mode))?;
+    if mode > 0o777 {
+        bail!("--write-kubeconfig-mode {:o} is not a file mode", mode);
+    }
+    Ok(k1s_server::Config {
+        data_dir: a.data_dir,
+        write_kubeconfig: a.write_kubeconfig,
+        write_kubeconfig_mode: mode,
+        bind_address: a.bind_address,
+        https_listen_port: a.https_listen_port,
+        advertise_address: a.advertise_address,
+        tls_san: a.tls_san,
+        node_name: a.node_name.unwrap_or_else(k1s_server::default_node_name),
+        cluster_cidr: a.cluster_cidr,
+        service_cidr: a.service_cidr,
+        cluster_dns: a.cluster_dns,
+        cluster_domain: a.cluster_domain,
+        disable_agent: a.disable_agent,
+        disable: a.disable,
+        compaction_interval: a.compaction_interval,
+        bookmark_interval: a.bookmark_interval,
+    })
+}
+
+fn main() -> Result<()> {
+    let cli = parse_cli()?;
+    match cli.command {
+        Command::Version => {
+            println!("k1s version v{} (Kubernetes v1.35 API)", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
+        Command::Server(args) => {
+            let filter = if args.debug { "debug" } else { "info" };
+            tracing_subscriber::fmt()
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_from_default_env()
+                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
+                )
+                .with_writer(std::io::stderr)
+                .init();
+            let config = server_config(args)?;
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+            rt.block_on(async move {
+                let cancel = CancellationToken::new();
+                let c = cancel.clone();
+                tokio::spawn(async move {
+                    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                        Ok(s) => s,
+                        Err(_) => return,
+                    };
+                    tokio::select! {
+                        _ = tokio::signal::ctrl_c() => {}
+                        _ = term.recv() => {}
+                    }
+                    c.cancel();
+                });
+                k1s_server::run(config, cancel).await.context("k1s server")
+            })
+        }
+    }
+}

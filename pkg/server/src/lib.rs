@@ -1,1 +1,142 @@
-//! k1s server
+//! k1s-server: the composition root. Turns a validated [`Config`] into a running node:
+//! data dir ▶ store ▶ PKI ▶ API server ▶ kubeconfig ▶ readiness (sd_notify) ▶ components.
+//!
+//! It never parses command lines (that is the binary's job) and holds no global state.
+
+use k1s_apiserver::TlsMaterial;
+use k1s_pki::Pki;
+use k1s_store::{Store, StoreOptions};
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Everything `k1s server` needs, validated once by the binary.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub data_dir: PathBuf,
+    pub write_kubeconfig: PathBuf,
+    pub write_kubeconfig_mode: u32,
+    pub bind_address: IpAddr,
+    /// 0 picks a free port.
+    pub https_listen_port: u16,
+    pub advertise_address: Option<IpAddr>,
+    pub tls_san: Vec<String>,
+    pub node_name: String,
+    pub cluster_cidr: String,
+    pub service_cidr: String,
+    pub cluster_dns: IpAddr,
+    pub cluster_domain: String,
+    pub disable_agent: bool,
+    pub disable: Vec<String>,
+    /// How often the store's event log is compacted (everything older than one interval goes).
+    pub compaction_interval: Duration,
+    pub bookmark_interval: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("preparing data dir {path}: {source}")]
+    DataDir { path: PathBuf, source: std::io::Error },
+    #[error("opening the store: {0}")]
+    Store(#[from] k1s_store::StoreError),
+    #[error("setting up certificates: {0}")]
+    Pki(#[from] k1s_pki::PkiError),
+    #[error("starting the API server: {0}")]
+    ApiServer(#[from] k1s_apiserver::ServeError),
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "localhost".into())
+}
+
+/// Default node name: the hostname, lower-cased.
+pub fn default_node_name() -> String {
+    hostname().to_lowercase()
+}
+
+/// Tells systemd we are ready (`Type=notify`), if it is listening.
+fn sd_notify_ready() {
+    let Ok(path) = std::env::var("NOTIFY_SOCKET") else { return };
+    let sock = match std::os::unix::net::UnixDatagram::unbound() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "sd_notify: socket");
+            return;
+        }
+    };
+    let res = if let Some(abstract_name) = path.strip_prefix('@') {
+        use std::os::linux::net::SocketAddrExt;
+        std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())
+            .and_then(|a| sock.send_to_addr(b"READY=1\n", &a))
+    } else {
+        sock.send_to(b"READY=1\n", &path)
+    };
+    if let Err(e) = res {
+        tracing::warn!(error = %e, "sd_notify failed");
+    }
+}
+
+/// Runs k1s until `cancel` fires.
+pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), ServerError> {
+    let server_dir = config.data_dir.join("server");
+    let mkdir = |p: &PathBuf| std::fs::create_dir_all(p).map_err(|source| ServerError::DataDir { path: p.clone(), source });
+    mkdir(&server_dir)?;
+    let store = Store::open(&server_dir.join("db"), StoreOptions::default())?;
+
+    let mut sans = vec!["127.0.0.1".to_string(), "::1".to_string(), "localhost".to_string(), hostname()];
+    sans.extend(config.tls_san.iter().cloned());
+    if let Some(a) = config.advertise_address {
+        sans.push(a.to_string());
+    }
+    if !config.bind_address.is_unspecified() {
+        sans.push(config.bind_address.to_string());
+    }
+    let pki = Pki::ensure(&server_dir.join("tls"), &sans)?;
+    let admin = pki.client("admin", "system:admin", &["system:masters"])?;
+
+    let api = k1s_apiserver::start(
+        k1s_apiserver::Config {
+            listen: SocketAddr::new(config.bind_address, config.https_listen_port),
+            tls: TlsMaterial {
+                ca_pem: pki.ca.cert_pem.clone(),
+                cert_pem: pki.serving.cert_pem.clone(),
+                key_pem: pki.serving.key_pem.clone(),
+            },
+            store: store.clone(),
+            advertise: config.advertise_address.map(|a| SocketAddr::new(a, 0).ip().to_string()).map(|ip| {
+                format!("{ip}:{}", config.https_listen_port)
+            }),
+            bookmark_interval: config.bookmark_interval,
+        },
+        cancel.clone(),
+    )
+    .await?;
+    let port = api.local_addr.port();
+    let kubeconfig = k1s_pki::kubeconfig(&format!("https://127.0.0.1:{port}"), &pki.ca.cert_pem, &admin);
+    k1s_pki::write_kubeconfig(&config.write_kubeconfig, &kubeconfig, config.write_kubeconfig_mode)?;
+    tracing::info!(path = %config.write_kubeconfig.display(), port, "wrote kubeconfig");
+    sd_notify_ready();
+
+    let compactor = tokio::spawn(compact_periodically(store.clone(), config.compaction_interval, cancel.clone()));
+    cancel.cancelled().await;
+    tracing::info!("shutting down");
+    let _ = compactor.await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), api.task).await;
+    Ok(())
+}
+
+/// Every interval, drops the event log older than the revision seen one interval ago.
+async fn compact_periodically(store: Store, every: Duration, cancel: CancellationToken) {
+    let mut previous = store.current_revision();
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        if let Err(e) = store.compact(previous) {
+            tracing::warn!(error = %e, revision = previous, "compaction failed");
+        }
+        previous = store.current_revision();
+    }
+}

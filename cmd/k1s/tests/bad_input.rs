@@ -1,0 +1,103 @@
+//! Bad input gets a Kubernetes Status with the right code, and writes nothing.
+
+mod common;
+
+use common::Server;
+
+fn names(s: &Server) -> Vec<String> {
+    s.ok(&["get", "configmaps", "-n", "default", "-o", "name"]).lines().map(str::to_string).collect()
+}
+
+fn assert_status(code: u16, body: &serde_json::Value, want: u16, reason: &str) {
+    assert_eq!(code, want, "{body}");
+    assert_eq!(body["kind"], "Status", "{body}");
+    assert_eq!(body["apiVersion"], "v1");
+    assert_eq!(body["status"], "Failure");
+    assert_eq!(body["code"], want);
+    assert_eq!(body["reason"], reason, "{body}");
+    assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()));
+}
+
+#[test]
+fn each_kind_of_bad_input_gets_its_status_and_writes_nothing() {
+    let s = Server::start();
+    let before = names(&s);
+    let cms = "/api/v1/namespaces/default/configmaps";
+    // Malformed JSON and YAML: 400.
+    let f = s.write_file("bad.json", "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"x\"");
+    let (code, body) = s.curl("POST", cms, Some("application/json"), Some(&f));
+    assert_status(code, &body, 400, "BadRequest");
+    let f = s.write_file("bad.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: [unclosed\n");
+    let (code, body) = s.curl("POST", cms, Some("application/yaml"), Some(&f));
+    assert_status(code, &body, 400, "BadRequest");
+    // A body that is JSON but not an object of this kind: 400.
+    let f = s.write_file("wrongkind.json", r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"y"}}"#);
+    let (code, body) = s.curl("POST", cms, Some("application/json"), Some(&f));
+    assert_status(code, &body, 400, "BadRequest");
+    // Over 3 MiB: 413.
+    let big = format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"big"}},"data":{{"k":"{}"}}}}"#, "x".repeat(3 * 1024 * 1024 + 10));
+    let f = s.write_file("big.json", &big);
+    let (code, body) = s.curl("POST", cms, Some("application/json"), Some(&f));
+    assert_status(code, &body, 413, "RequestEntityTooLarge");
+    // Unknown resource and unknown group: 404.
+    let (code, body) = s.curl("GET", "/api/v1/namespaces/default/widgets", None, None);
+    assert_status(code, &body, 404, "NotFound");
+    let (code, body) = s.curl("GET", "/apis/nope.example.com/v1/things", None, None);
+    assert_status(code, &body, 404, "NotFound");
+    // Wrong method: 405.
+    let (code, body) = s.curl("POST", "/api/v1/namespaces/default/configmaps/x", Some("application/json"), None);
+    assert_status(code, &body, 405, "MethodNotAllowed");
+    let (code, body) = s.curl("PUT", "/api/v1/componentstatuses", Some("application/json"), None);
+    assert_status(code, &body, 405, "MethodNotAllowed");
+    // Unsupported media type: 415.
+    let f = s.write_file("x.txt", "hello");
+    let (code, body) = s.curl("POST", cms, Some("text/plain"), Some(&f));
+    assert_status(code, &body, 415, "UnsupportedMediaType");
+    // Invalid object: 422 with causes.
+    let f = s.write_file("invalid.json", r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"Not_Valid"}}"#);
+    let (code, body) = s.curl("POST", cms, Some("application/json"), Some(&f));
+    assert_status(code, &body, 422, "Invalid");
+    assert_eq!(body["details"]["causes"][0]["field"], "metadata.name");
+    // Conflict: 409 AlreadyExists, then a stale update.
+    let f = s.write_file("ok.json", r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ok"},"data":{"a":"1"}}"#);
+    let (code, _) = s.curl("POST", cms, Some("application/json"), Some(&f));
+    assert_eq!(code, 201);
+    let (code, body) = s.curl("POST", cms, Some("application/json"), Some(&f));
+    assert_status(code, &body, 409, "AlreadyExists");
+    let f = s.write_file("stale.json", r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ok","resourceVersion":"1"},"data":{"a":"2"}}"#);
+    let (code, body) = s.curl("PUT", &format!("{cms}/ok"), Some("application/json"), Some(&f));
+    assert_status(code, &body, 409, "Conflict");
+    // A continue token that is not one: 400.
+    let (code, body) = s.curl("GET", "/api/v1/namespaces/default/configmaps?limit=1&continue=bm90LWEtdG9rZW4", None, None);
+    assert_status(code, &body, 400, "BadRequest");
+    // Unauthenticated: 401; health is public.
+    assert_eq!(s.curl_anonymous("/api/v1/namespaces"), 401);
+    assert_eq!(s.curl_anonymous("/readyz"), 200);
+    // Nothing but "ok" was written.
+    let mut after = names(&s);
+    after.retain(|n| n != "configmap/ok");
+    assert_eq!(before, after);
+    assert_eq!(s.ok(&["get", "cm", "ok", "-o", "jsonpath={.data.a}"]), "1");
+}
+
+#[test]
+fn watch_from_a_compacted_revision_gets_410_expired() {
+    let s = Server::start_with(&["--compaction-interval=1s"]);
+    s.ok(&["create", "configmap", "a"]);
+    let old: u64 = s.ok(&["get", "cm", "a", "-o", "jsonpath={.metadata.resourceVersion}"]).parse().expect("rv");
+    for i in 0..3 {
+        s.ok(&["create", "configmap", &format!("b{i}")]);
+    }
+    // Two compaction intervals: everything before the writes above is compacted.
+    std::thread::sleep(std::time::Duration::from_millis(2600));
+    s.ok(&["create", "configmap", "c"]);
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let out = s.ok(&["get", "--raw", &format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={old}&timeoutSeconds=2")]);
+    let first: serde_json::Value = serde_json::from_str(out.lines().next().expect("an event")).expect("json");
+    assert_eq!(first["type"], "ERROR");
+    assert_eq!(first["object"]["code"], 410);
+    assert_eq!(first["object"]["reason"], "Expired");
+    // kubectl get -w from that version prints the error and exits.
+    let list = s.curl("GET", &format!("/api/v1/namespaces/default/configmaps?resourceVersion={old}&resourceVersionMatch=Exact"), None, None);
+    assert_eq!(list.0, 410, "{}", list.1);
+}

@@ -1,0 +1,236 @@
+//! Test harness: a real `k1s server --disable-agent` on an ephemeral port in a temp data dir,
+//! driven with stock kubectl (and curl for raw HTTP).
+#![allow(dead_code)]
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn kubectl_bin() -> String {
+    std::env::var("KUBECTL").unwrap_or_else(|_| "/usr/bin/kubectl".into())
+}
+
+pub struct Server {
+    pub dir: tempfile::TempDir,
+    child: Option<Child>,
+    pub port: u16,
+    extra: Vec<String>,
+}
+
+impl Server {
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig.yaml")
+    }
+    fn log(&self) -> PathBuf {
+        self.dir.path().join("server.log")
+    }
+
+    pub fn start() -> Server {
+        Self::start_with(&[])
+    }
+
+    pub fn start_with(extra: &[&str]) -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("config.yaml"), "").expect("config");
+        std::fs::create_dir_all(dir.path().join("home")).expect("home");
+        let mut s = Server { dir, child: None, port: 0, extra: extra.iter().map(|s| s.to_string()).collect() };
+        s.spawn();
+        s
+    }
+
+    fn spawn(&mut self) {
+        let _ = std::fs::remove_file(self.kubeconfig());
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log()).expect("log");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_k1s"));
+        cmd.arg("server")
+            .arg("--disable-agent")
+            .arg("--https-listen-port=0")
+            .arg("--bind-address=127.0.0.1")
+            .arg(format!("--config={}", self.dir.path().join("config.yaml").display()))
+            .arg(format!("--data-dir={}", self.data_dir().display()))
+            .arg(format!("--write-kubeconfig={}", self.kubeconfig().display()))
+            .args(&self.extra)
+            .env("RUST_LOG", std::env::var("K1S_TEST_LOG").unwrap_or_else(|_| "info".into()))
+            .stdout(Stdio::null())
+            .stderr(log);
+        self.child = Some(cmd.spawn().expect("spawn k1s"));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(kc) = std::fs::read_to_string(self.kubeconfig()) {
+                if let Some(port) = kc.lines().find_map(|l| l.trim().strip_prefix("server: https://127.0.0.1:")) {
+                    self.port = port.trim().parse().expect("port");
+                    let out = self.kubectl(&["get", "--raw", "/readyz"]);
+                    if out.status.success() {
+                        return;
+                    }
+                }
+            }
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("k1s exited early: {status}\n{}", self.logs());
+            }
+            assert!(Instant::now() < deadline, "k1s did not become ready:\n{}", self.logs());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(self.log()).unwrap_or_default()
+    }
+
+    /// Graceful stop (SIGTERM) and start again on the same data dir.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    /// `kill -9` and start again.
+    pub fn crash_and_restart(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().expect("kill -9");
+            let _ = c.wait();
+        }
+        self.spawn();
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while Instant::now() < deadline {
+                if c.try_wait().ok().flatten().is_some() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn kubectl_cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(kubectl_bin());
+        c.args(args)
+            .env("KUBECONFIG", self.kubeconfig())
+            .env("HOME", self.dir.path().join("home"))
+            .env_remove("KUBERNETES_SERVICE_HOST");
+        c
+    }
+
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        self.kubectl_cmd(args).output().expect("run kubectl")
+    }
+
+    /// Runs kubectl with `stdin` as input.
+    pub fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> Output {
+        let mut c = self.kubectl_cmd(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run kubectl");
+        c.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write stdin");
+        c.wait_with_output().expect("kubectl output")
+    }
+
+    /// kubectl that must succeed; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed ({}):\nstdout: {}\nstderr: {}\nserver log tail:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            tail(&self.logs(), 30)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn ok_stdin(&self, args: &[&str], stdin: &str) -> String {
+        let out = self.kubectl_stdin(args, stdin);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed ({}):\nstdout: {}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut a = args.to_vec();
+        a.extend(["-o", "json"]);
+        serde_json::from_str(&self.ok(&a)).expect("kubectl json output")
+    }
+
+    fn tls(&self) -> PathBuf {
+        self.data_dir().join("server").join("tls")
+    }
+
+    /// A raw HTTPS request with the admin certificate: (status, body).
+    pub fn curl(&self, method: &str, path: &str, content_type: Option<&str>, body: Option<&Path>) -> (u16, serde_json::Value) {
+        let tls = self.tls();
+        let mut c = Command::new("curl");
+        c.args(["-sS", "-o", "-", "-w", "\n%{http_code}", "-X", method])
+            .arg("--cacert")
+            .arg(tls.join("server-ca.crt"))
+            .arg("--cert")
+            .arg(tls.join("client-admin.crt"))
+            .arg("--key")
+            .arg(tls.join("client-admin.key"));
+        if let Some(ct) = content_type {
+            c.arg("-H").arg(format!("Content-Type: {ct}"));
+        }
+        if let Some(b) = body {
+            c.arg("--data-binary").arg(format!("@{}", b.display()));
+        }
+        c.arg(format!("https://127.0.0.1:{}{}", self.port, path));
+        let out = c.output().expect("curl");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (code.trim().parse().unwrap_or(0), serde_json::from_str(body).unwrap_or(serde_json::Value::Null))
+    }
+
+    /// Same as `curl` without a client certificate.
+    pub fn curl_anonymous(&self, path: &str) -> u16 {
+        let out = Command::new("curl")
+            .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"])
+            .arg(self.tls().join("server-ca.crt"))
+            .arg(format!("https://127.0.0.1:{}{}", self.port, path))
+            .output()
+            .expect("curl");
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0)
+    }
+
+    pub fn write_file(&self, name: &str, contents: &str) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, contents).expect("write file");
+        p
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+pub fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Polls `f` until it returns Some, or panics after `timeout`.
+pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

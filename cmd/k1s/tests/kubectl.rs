@@ -1,0 +1,348 @@
+//! Stock kubectl against a real `k1s server --disable-agent`: the everyday workflow.
+
+mod common;
+
+use common::{eventually, Server};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::Duration;
+
+const MANIFEST: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: shop
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-config
+  namespace: shop
+  labels:
+    app: web
+data:
+  greeting: hello
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: web-secret
+  namespace: shop
+stringData:
+  password: s3cret
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: shop
+  labels:
+    app: web
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      containers:
+      - name: web
+        image: 127.0.0.1:5000/busybox:1.36
+        ports:
+        - containerPort: 80
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: shop
+  labels:
+    app: web
+spec:
+  selector:
+    app: web
+  ports:
+  - port: 80
+    targetPort: 80
+"#;
+
+fn rvs(s: &Server) -> Vec<String> {
+    ["namespace/shop", "-n=shop configmap/web-config", "-n=shop secret/web-secret", "-n=shop deployment/web", "-n=shop service/web"]
+        .iter()
+        .map(|what| {
+            let mut args: Vec<&str> = vec!["get"];
+            args.extend(what.split(' '));
+            args.extend(["-o", "jsonpath={.metadata.resourceVersion}"]);
+            s.ok(&args)
+        })
+        .collect()
+}
+
+#[test]
+fn apply_multi_document_then_reapply_unchanged_keeps_resource_versions() {
+    let s = Server::start();
+    let f = s.write_file("app.yaml", MANIFEST);
+    let out = s.ok(&["apply", "-f", f.to_str().expect("path")]);
+    for created in ["namespace/shop created", "configmap/web-config created", "secret/web-secret created", "deployment.apps/web created", "service/web created"] {
+        assert!(out.contains(created), "missing {created:?} in:\n{out}");
+    }
+    let before = rvs(&s);
+    let again = s.ok(&["apply", "-f", f.to_str().expect("path")]);
+    assert!(again.contains("deployment.apps/web unchanged"), "{again}");
+    assert_eq!(before, rvs(&s), "re-apply of an unchanged manifest wrote something");
+    // Defaults the server filled in, as upstream does.
+    let d = s.json(&["get", "deploy", "web", "-n", "shop"]);
+    assert_eq!(d["spec"]["strategy"]["type"], "RollingUpdate");
+    assert_eq!(d["spec"]["revisionHistoryLimit"], 10);
+    assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"], "IfNotPresent");
+    assert_eq!(d["metadata"]["generation"], 1);
+    let secret = s.json(&["get", "secret", "web-secret", "-n", "shop"]);
+    assert_eq!(secret["data"]["password"], "czNjcmV0");
+    assert_eq!(secret["type"], "Opaque");
+    // A changed manifest is applied as a patch and bumps generation.
+    let changed = s.write_file("app2.yaml", &MANIFEST.replace("replicas: 2", "replicas: 3"));
+    let out = s.ok(&["apply", "-f", changed.to_str().expect("path")]);
+    assert!(out.contains("deployment.apps/web configured"), "{out}");
+    let d = s.json(&["get", "deploy", "web", "-n", "shop"]);
+    assert_eq!(d["spec"]["replicas"], 3);
+    assert_eq!(d["metadata"]["generation"], 2);
+}
+
+#[test]
+fn server_side_apply_creates_updates_and_reports_conflicts() {
+    let s = Server::start();
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\n  namespace: default\ndata:\n  a: \"1\"\n  b: \"2\"\n";
+    let f = s.write_file("ssa.yaml", cm);
+    let out = s.ok(&["apply", "--server-side", "-f", f.to_str().expect("path")]);
+    assert!(out.contains("configmap/ssa serverside-applied"), "{out}");
+    let obj = s.json(&["get", "cm", "ssa", "--show-managed-fields"]);
+    let managers: Vec<&str> = obj["metadata"]["managedFields"].as_array().expect("managedFields").iter().filter_map(|m| m["manager"].as_str()).collect();
+    assert!(managers.contains(&"kubectl"), "{managers:?}");
+    // Another manager takes field `a`; applying a different value for it conflicts.
+    s.ok(&["patch", "cm", "ssa", "--type=merge", "-p", r#"{"data":{"a":"other"}}"#, "--field-manager=intruder"]);
+    let f2 = s.write_file("ssa2.yaml", &cm.replace("a: \"1\"", "a: \"3\""));
+    let out = s.kubectl(&["apply", "--server-side", "-f", f2.to_str().expect("path")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("conflict") && err.contains("intruder") && err.contains(".data.a"), "{err}");
+    s.ok(&["apply", "--server-side", "--force-conflicts", "-f", f2.to_str().expect("path")]);
+    assert_eq!(s.ok(&["get", "cm", "ssa", "-o", "jsonpath={.data.a}"]), "3");
+    // Dropping a field from the applied config removes it.
+    let f3 = s.write_file("ssa3.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\n  namespace: default\ndata:\n  a: \"3\"\n");
+    s.ok(&["apply", "--server-side", "-f", f3.to_str().expect("path")]);
+    let obj = s.json(&["get", "cm", "ssa"]);
+    assert!(obj["data"].get("b").is_none(), "{obj}");
+}
+
+#[test]
+fn get_prints_upstream_tables_yaml_wide_all_namespaces_and_selectors() {
+    let s = Server::start();
+    let f = s.write_file("app.yaml", MANIFEST);
+    s.ok(&["apply", "-f", f.to_str().expect("path")]);
+    let out = s.ok(&["get", "deployments", "-n", "shop"]);
+    let header: Vec<&str> = out.lines().next().expect("header").split_whitespace().collect();
+    assert_eq!(header, ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]);
+    assert!(out.lines().nth(1).expect("row").starts_with("web "), "{out}");
+    let wide = s.ok(&["get", "deploy", "-n", "shop", "-o", "wide"]);
+    let header: Vec<&str> = wide.lines().next().expect("header").split_whitespace().collect();
+    assert_eq!(header, ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE", "CONTAINERS", "IMAGES", "SELECTOR"]);
+    assert!(wide.contains("127.0.0.1:5000/busybox:1.36") && wide.contains("app=web"), "{wide}");
+    let svc = s.ok(&["get", "svc", "-n", "shop"]);
+    let header: Vec<&str> = svc.lines().next().expect("header").split_whitespace().collect();
+    assert_eq!(header, ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"]);
+    assert!(svc.contains("80/TCP"), "{svc}");
+    let all = s.ok(&["get", "configmaps", "-A"]);
+    assert!(all.lines().next().expect("header").starts_with("NAMESPACE"), "{all}");
+    assert!(all.lines().any(|l| l.starts_with("shop ") && l.contains("web-config")), "{all}");
+    let ns = s.ok(&["get", "namespaces"]);
+    for n in ["default", "kube-system", "kube-public", "kube-node-lease", "shop"] {
+        assert!(ns.lines().any(|l| l.starts_with(n) && l.contains("Active")), "{n} missing:\n{ns}");
+    }
+    let yaml = s.ok(&["get", "cm", "web-config", "-n", "shop", "-o", "yaml"]);
+    assert!(yaml.contains("greeting: hello") && yaml.contains("resourceVersion:") && yaml.contains("uid:"), "{yaml}");
+    s.ok(&["create", "configmap", "other", "-n", "shop", "--from-literal=x=y"]);
+    let labelled = s.ok(&["get", "cm", "-n", "shop", "-l", "app=web", "-o", "name"]);
+    assert_eq!(labelled.trim(), "configmap/web-config");
+    let not_labelled = s.ok(&["get", "cm", "-n", "shop", "-l", "app!=web", "-o", "name"]);
+    assert!(not_labelled.contains("configmap/other") && !not_labelled.contains("web-config"), "{not_labelled}");
+    // Paging: kubectl asks with limit=500; a small chunk size exercises continue tokens.
+    for i in 0..7 {
+        s.ok(&["create", "configmap", &format!("page-{i}"), "-n", "shop"]);
+    }
+    let paged = s.ok(&["get", "cm", "-n", "shop", "--chunk-size=2", "-o", "name"]);
+    assert_eq!(paged.lines().filter(|l| l.starts_with("configmap/page-")).count(), 7, "{paged}");
+}
+
+#[test]
+fn get_watch_sees_added_modified_deleted() {
+    let s = Server::start();
+    let mut child = s
+        .kubectl_cmd(&["get", "configmaps", "-n", "default", "--watch", "--output-watch-events", "-o", "name"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl get -w");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(700));
+    s.ok(&["create", "configmap", "watched", "--from-literal=a=1"]);
+    s.ok(&["patch", "configmap", "watched", "-p", r#"{"data":{"a":"2"}}"#]);
+    s.ok(&["delete", "configmap", "watched"]);
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while seen.len() < 3 && std::time::Instant::now() < deadline {
+        if let Ok(l) = rx.recv_timeout(Duration::from_millis(200)) {
+            if l.contains("configmap/watched") {
+                seen.push(l.split_whitespace().next().unwrap_or("").to_string());
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(seen, ["ADDED", "MODIFIED", "DELETED"]);
+}
+
+#[test]
+fn patch_of_every_type_and_edit() {
+    let s = Server::start();
+    let f = s.write_file("app.yaml", MANIFEST);
+    s.ok(&["apply", "-f", f.to_str().expect("path")]);
+    s.ok(&["patch", "deploy", "web", "-n", "shop", "-p", r#"{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"busybox:2"}]}}}}"#]);
+    let d = s.json(&["get", "deploy", "web", "-n", "shop"]);
+    let containers = d["spec"]["template"]["spec"]["containers"].as_array().expect("containers");
+    assert_eq!(containers.len(), 1, "strategic merge must merge containers by name");
+    assert_eq!(containers[0]["image"], "busybox:2");
+    assert_eq!(containers[0]["ports"][0]["containerPort"], 80);
+    s.ok(&["patch", "deploy", "web", "-n", "shop", "--type=merge", "-p", r#"{"metadata":{"labels":{"tier":"front"}}}"#]);
+    assert_eq!(s.ok(&["get", "deploy", "web", "-n", "shop", "-o", "jsonpath={.metadata.labels.tier}"]), "front");
+    s.ok(&["patch", "deploy", "web", "-n", "shop", "--type=json", "-p", r#"[{"op":"replace","path":"/spec/replicas","value":5}]"#]);
+    assert_eq!(s.ok(&["get", "deploy", "web", "-n", "shop", "-o", "jsonpath={.spec.replicas}"]), "5");
+    // `kubectl edit` with a scripted editor sends a strategic merge patch.
+    let out = s
+        .kubectl_cmd(&["edit", "configmap", "web-config", "-n", "shop"])
+        .env("EDITOR", "sed -i s/greeting:\\ hello/greeting:\\ bye/")
+        .output()
+        .expect("kubectl edit");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(s.ok(&["get", "cm", "web-config", "-n", "shop", "-o", "jsonpath={.data.greeting}"]), "bye");
+    // A stale resourceVersion in a patch is a conflict.
+    let out = s.kubectl(&["patch", "cm", "web-config", "-n", "shop", "--type=merge", "-p", r#"{"metadata":{"resourceVersion":"1"},"data":{"x":"y"}}"#]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Conflict"), "{}", String::from_utf8_lossy(&out.stderr));
+    // Scale goes through the scale subresource.
+    s.ok(&["scale", "deploy", "web", "-n", "shop", "--replicas=1"]);
+    assert_eq!(s.ok(&["get", "deploy", "web", "-n", "shop", "-o", "jsonpath={.spec.replicas}"]), "1");
+}
+
+#[test]
+fn diff_shows_changes_and_nothing_for_unchanged() {
+    let s = Server::start();
+    let f = s.write_file("app.yaml", MANIFEST);
+    s.ok(&["apply", "-f", f.to_str().expect("path")]);
+    let same = s.kubectl(&["diff", "-f", f.to_str().expect("path")]);
+    assert_eq!(same.status.code(), Some(0), "{}\n{}", String::from_utf8_lossy(&same.stdout), String::from_utf8_lossy(&same.stderr));
+    let changed = s.write_file("changed.yaml", &MANIFEST.replace("greeting: hello", "greeting: howdy"));
+    let diff = s.kubectl(&["diff", "-f", changed.to_str().expect("path")]);
+    assert_eq!(diff.status.code(), Some(1), "{}", String::from_utf8_lossy(&diff.stderr));
+    let text = String::from_utf8_lossy(&diff.stdout);
+    assert!(text.contains("-  greeting: hello") && text.contains("+  greeting: howdy"), "{text}");
+    // diff is a dry run: nothing changed.
+    assert_eq!(s.ok(&["get", "cm", "web-config", "-n", "shop", "-o", "jsonpath={.data.greeting}"]), "hello");
+}
+
+#[test]
+fn delete_with_wait_and_finalizers() {
+    let s = Server::start();
+    s.ok(&["create", "configmap", "gone", "--from-literal=a=1"]);
+    let out = s.ok(&["delete", "configmap", "gone", "--wait=true", "--timeout=30s"]);
+    assert!(out.contains("configmap \"gone\" deleted"), "{out}");
+    let missing = s.kubectl(&["get", "configmap", "gone"]);
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("NotFound"));
+    // A finalizer holds deletion until removed; --wait returns once it is.
+    s.ok_stdin(&["apply", "-f", "-"], "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  namespace: default\n  finalizers: [example.com/hold]\n");
+    s.ok(&["delete", "configmap", "held", "--wait=false"]);
+    let held = s.json(&["get", "configmap", "held"]);
+    assert!(held["metadata"]["deletionTimestamp"].is_string(), "{held}");
+    let mut waiter = s.kubectl_cmd(&["delete", "configmap", "held", "--wait=true", "--timeout=30s"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("wait");
+    std::thread::sleep(Duration::from_millis(500));
+    s.ok(&["patch", "configmap", "held", "--type=json", "-p", r#"[{"op":"remove","path":"/metadata/finalizers"}]"#]);
+    let status = eventually(Duration::from_secs(30), "delete --wait to return", || waiter.try_wait().ok().flatten());
+    assert!(status.success());
+    assert!(!s.kubectl(&["get", "configmap", "held"]).status.success());
+}
+
+#[test]
+fn imperative_create_commands_send_protobuf_and_work() {
+    let s = Server::start();
+    s.ok(&["create", "namespace", "imperative"]);
+    s.ok(&["create", "deployment", "web", "--image=busybox:1.36", "--replicas=2", "--port=80", "-n", "imperative"]);
+    s.ok(&["create", "configmap", "settings", "--from-literal=mode=fast", "--from-literal=level=3", "-n", "imperative"]);
+    s.ok(&["create", "secret", "generic", "creds", "--from-literal=user=admin", "-n", "imperative"]);
+    s.ok(&["create", "service", "clusterip", "web", "--tcp=80:8080", "-n", "imperative"]);
+    let d = s.json(&["get", "deploy", "web", "-n", "imperative"]);
+    assert_eq!(d["spec"]["replicas"], 2);
+    assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["image"], "busybox:1.36");
+    assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"], 80);
+    assert_eq!(d["spec"]["selector"]["matchLabels"]["app"], "web");
+    assert_eq!(s.ok(&["get", "cm", "settings", "-n", "imperative", "-o", "jsonpath={.data.mode}"]), "fast");
+    assert_eq!(s.ok(&["get", "secret", "creds", "-n", "imperative", "-o", "jsonpath={.data.user}"]), "YWRtaW4=");
+    let svc = s.json(&["get", "svc", "web", "-n", "imperative"]);
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], 8080);
+    assert_eq!(s.ok(&["auth", "can-i", "create", "deployments"]).trim(), "yes");
+    let whoami = s.ok(&["auth", "whoami"]);
+    assert!(whoami.contains("system:admin") && whoami.contains("system:masters"), "{whoami}");
+}
+
+#[test]
+fn explain_api_resources_and_version() {
+    let s = Server::start();
+    let explain = s.ok(&["explain", "deployment.spec.replicas"]);
+    assert!(explain.contains("FIELD: replicas <integer>"), "{explain}");
+    assert!(explain.contains("Number of desired pods"), "{explain}");
+    let pod = s.ok(&["explain", "pods.spec.containers"]);
+    assert!(pod.contains("image\t<string>") || pod.contains("image <string>") || pod.contains("image\t"), "{pod}");
+    let res = s.ok(&["api-resources"]);
+    let line = res.lines().find(|l| l.starts_with("deployments")).expect("deployments listed");
+    let cols: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(cols, ["deployments", "deploy", "apps/v1", "true", "Deployment"]);
+    assert!(res.lines().any(|l| l.starts_with("pods ") && l.contains("po")), "{res}");
+    let v = s.ok(&["version", "-o", "json"]);
+    let v: Value = serde_json::from_str(&v).expect("json");
+    assert_eq!(v["serverVersion"]["major"], "1");
+    assert_eq!(v["serverVersion"]["minor"], "35");
+    let groups = s.ok(&["api-versions"]);
+    for gv in ["apps/v1", "batch/v1", "autoscaling/v2", "rbac.authorization.k8s.io/v1", "v1"] {
+        assert!(groups.lines().any(|l| l == gv), "{gv} missing");
+    }
+}
+
+#[test]
+fn invalid_objects_get_422_with_field_causes_and_nothing_is_written() {
+    let s = Server::start();
+    let bad = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: bad\n  namespace: default\nspec:\n  replicas: -1\n  selector:\n    matchLabels: {app: x}\n  template:\n    metadata:\n      labels: {app: y}\n    spec:\n      containers:\n      - name: c\n        image: busybox\n";
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], bad);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is invalid") && err.contains("spec.replicas") && err.contains("spec.template.metadata.labels"), "{err}");
+    assert!(!s.kubectl(&["get", "deploy", "bad"]).status.success());
+    // Unknown fields are refused under kubectl's default strict validation.
+    let unknown = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: u\n  namespace: default\nspec:\n  foo: 1\n";
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], unknown);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field"), "{}", String::from_utf8_lossy(&out.stderr));
+    // Objects in a namespace that does not exist are refused.
+    let out = s.kubectl(&["create", "configmap", "x", "-n", "nope"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("namespaces \"nope\" not found"));
+    assert_eq!(s.ok(&["get", "cm", "-A", "-o", "name"]).lines().filter(|l| *l == "configmap/u" || *l == "configmap/x").count(), 0);
+}

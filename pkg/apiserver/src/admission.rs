@@ -1,0 +1,73 @@
+//! Admission: mutating plugins run before validation, validating plugins after it; any error
+//! rejects the request before anything is written. Webhooks plug in as further plugins.
+
+use crate::auth::UserInfo;
+use crate::error::ApiError;
+use futures::future::BoxFuture;
+use k1s_api::ResourceInfo;
+use serde_json::Value;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+    Connect,
+}
+
+impl Operation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
+        }
+    }
+}
+
+/// Everything a plugin may look at; mutating plugins may change `object`.
+pub struct Attributes<'a> {
+    pub operation: Operation,
+    pub resource: &'a ResourceInfo,
+    pub subresource: Option<&'a str>,
+    pub namespace: Option<&'a str>,
+    pub name: &'a str,
+    pub user: &'a UserInfo,
+    pub object: Option<&'a mut Value>,
+    pub old_object: Option<&'a Value>,
+    pub dry_run: bool,
+}
+
+pub trait MutatingPlugin: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn admit<'a>(&'a self, attrs: &'a mut Attributes<'_>) -> BoxFuture<'a, Result<(), ApiError>>;
+}
+
+pub trait ValidatingPlugin: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn validate<'a>(&'a self, attrs: &'a Attributes<'_>) -> BoxFuture<'a, Result<(), ApiError>>;
+}
+
+/// The ordered plugin chains.
+#[derive(Default)]
+pub struct Chain {
+    pub mutating: Vec<Box<dyn MutatingPlugin>>,
+    pub validating: Vec<Box<dyn ValidatingPlugin>>,
+}
+
+impl Chain {
+    pub async fn admit(&self, attrs: &mut Attributes<'_>) -> Result<(), ApiError> {
+        for p in &self.mutating {
+            p.admit(attrs).await.inspect_err(|e| tracing::debug!(plugin = p.name(), error = %e, "admission denied"))?;
+        }
+        Ok(())
+    }
+
+    pub async fn validate(&self, attrs: &Attributes<'_>) -> Result<(), ApiError> {
+        for p in &self.validating {
+            p.validate(attrs).await.inspect_err(|e| tracing::debug!(plugin = p.name(), error = %e, "admission denied"))?;
+        }
+        Ok(())
+    }
+}

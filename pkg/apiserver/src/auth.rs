@@ -1,0 +1,174 @@
+//! Authentication (who is calling) and authorization (may they do this), each behind a trait so
+//! that bearer tokens and RBAC plug in later without touching the request path.
+
+use crate::request::RequestInfo;
+
+/// An authenticated identity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserInfo {
+    pub name: String,
+    pub uid: String,
+    pub groups: Vec<String>,
+}
+
+impl UserInfo {
+    pub fn anonymous() -> UserInfo {
+        UserInfo { name: "system:anonymous".into(), uid: String::new(), groups: vec!["system:unauthenticated".into()] }
+    }
+    pub fn is_anonymous(&self) -> bool {
+        self.name == "system:anonymous"
+    }
+}
+
+/// What the connection presented: verified client certificates and the request's headers.
+pub struct Credentials<'a> {
+    /// DER certificates the TLS layer verified against the cluster CA (leaf first).
+    pub peer_certificates: &'a [Vec<u8>],
+    pub authorization_header: Option<&'a str>,
+}
+
+/// Authenticates a request; `Ok(None)` means "no credentials of my kind".
+pub trait Authenticator: Send + Sync {
+    fn authenticate(&self, creds: &Credentials<'_>) -> Result<Option<UserInfo>, AuthError>;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error("invalid client certificate: {0}")]
+    BadCertificate(String),
+}
+
+/// x509 client certificates: user = CN, groups = O (plus `system:authenticated`).
+pub struct X509Authenticator;
+
+impl Authenticator for X509Authenticator {
+    fn authenticate(&self, creds: &Credentials<'_>) -> Result<Option<UserInfo>, AuthError> {
+        let Some(leaf) = creds.peer_certificates.first() else { return Ok(None) };
+        let (_, cert) =
+            x509_parser::parse_x509_certificate(leaf).map_err(|e| AuthError::BadCertificate(e.to_string()))?;
+        let name = cert
+            .subject()
+            .iter_common_name()
+            .next()
+            .and_then(|cn| cn.as_str().ok())
+            .ok_or_else(|| AuthError::BadCertificate("no common name".into()))?
+            .to_string();
+        let mut groups: Vec<String> =
+            cert.subject().iter_organization().filter_map(|o| o.as_str().ok()).map(str::to_string).collect();
+        groups.push("system:authenticated".into());
+        Ok(Some(UserInfo { name, uid: String::new(), groups }))
+    }
+}
+
+/// Tries authenticators in order; the first that recognises the credentials wins.
+pub struct UnionAuthenticator(pub Vec<Box<dyn Authenticator>>);
+
+impl Authenticator for UnionAuthenticator {
+    fn authenticate(&self, creds: &Credentials<'_>) -> Result<Option<UserInfo>, AuthError> {
+        for a in &self.0 {
+            if let Some(u) = a.authenticate(creds)? {
+                return Ok(Some(u));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Attributes of a request for authorization (upstream's `authorizer.Attributes`).
+pub struct Attributes<'a> {
+    pub user: &'a UserInfo,
+    pub info: &'a RequestInfo,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    Deny(String),
+    /// No opinion: the next authorizer decides.
+    NoOpinion,
+}
+
+pub trait Authorizer: Send + Sync {
+    fn authorize(&self, attrs: &Attributes<'_>) -> Decision;
+}
+
+/// Built-in policy until RBAC lands: `system:masters` may do anything; the built-in components
+/// (controller manager, scheduler, nodes, proxy) may act in their roles; everyone authenticated
+/// may read discovery, OpenAPI, version and health endpoints and review their own access.
+pub struct BuiltinAuthorizer;
+
+const COMPONENT_USERS: &[&str] = &["system:kube-controller-manager", "system:kube-scheduler", "system:kube-proxy", "system:k1s-supervisor"];
+
+impl Authorizer for BuiltinAuthorizer {
+    fn authorize(&self, attrs: &Attributes<'_>) -> Decision {
+        let u = attrs.user;
+        if u.groups.iter().any(|g| g == "system:masters") {
+            return Decision::Allow;
+        }
+        if COMPONENT_USERS.contains(&u.name.as_str()) {
+            return Decision::Allow;
+        }
+        if u.name.starts_with("system:node:") && u.groups.iter().any(|g| g == "system:nodes") {
+            return Decision::Allow;
+        }
+        let info = attrs.info;
+        if !info.is_resource && (info.verb == "get" || info.verb == "head") {
+            let p = info.path.as_str();
+            let public = ["/api", "/apis", "/version", "/openapi", "/livez", "/readyz", "/healthz", "/.well-known"];
+            if u.groups.iter().any(|g| g == "system:authenticated") && public.iter().any(|x| p == *x || p.starts_with(&format!("{x}/"))) {
+                return Decision::Allow;
+            }
+        }
+        if info.is_resource
+            && info.verb == "create"
+            && (info.group == "authorization.k8s.io" || info.group == "authentication.k8s.io")
+            && matches!(info.resource.as_str(), "selfsubjectaccessreviews" | "selfsubjectrulesreviews" | "selfsubjectreviews")
+            && u.groups.iter().any(|g| g == "system:authenticated")
+        {
+            return Decision::Allow;
+        }
+        Decision::NoOpinion
+    }
+}
+
+/// Tries authorizers in order until one has an opinion; no opinion at all is a denial.
+pub struct UnionAuthorizer(pub Vec<Box<dyn Authorizer>>);
+
+impl Authorizer for UnionAuthorizer {
+    fn authorize(&self, attrs: &Attributes<'_>) -> Decision {
+        for a in &self.0 {
+            match a.authorize(attrs) {
+                Decision::NoOpinion => continue,
+                d => return d,
+            }
+        }
+        Decision::Deny(String::new())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::Query;
+
+    fn info(verb: &str, path: &str) -> RequestInfo {
+        let method = match verb {
+            "create" => http::Method::POST,
+            _ => http::Method::GET,
+        };
+        RequestInfo::parse(&method, path, &Query::default())
+    }
+
+    #[test]
+    fn masters_allowed_and_strangers_only_get_discovery() {
+        let admin = UserInfo { name: "admin".into(), uid: String::new(), groups: vec!["system:masters".into()] };
+        let bob = UserInfo { name: "bob".into(), uid: String::new(), groups: vec!["system:authenticated".into()] };
+        let a = BuiltinAuthorizer;
+        let pods = info("list", "/api/v1/pods");
+        assert_eq!(a.authorize(&Attributes { user: &admin, info: &pods }), Decision::Allow);
+        assert_eq!(a.authorize(&Attributes { user: &bob, info: &pods }), Decision::NoOpinion);
+        assert_eq!(a.authorize(&Attributes { user: &bob, info: &info("get", "/apis") }), Decision::Allow);
+        let ssar = info("create", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews");
+        assert_eq!(a.authorize(&Attributes { user: &bob, info: &ssar }), Decision::Allow);
+    }
+}

@@ -1,0 +1,1094 @@
+//! The generic registry: create, get, list, update, patch and delete for every stored kind, on
+//! JSON values, with the kind's strategy for defaulting and validation (upstream's
+//! `registry/generic/registry.Store`).
+
+use crate::admission::{self, Chain, Operation};
+use crate::auth::UserInfo;
+use crate::error::{from_store, ApiError};
+use crate::object::{self, meta_mut};
+use bytes::Bytes;
+use k1s_api::apply as ssa;
+use k1s_api::field::FieldError;
+use k1s_api::selectors::Selector;
+use k1s_api::{meta as metav, ResourceInfo};
+use k1s_store::{KeyValue, Store, StoreError};
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+
+/// Namespaces that always exist and may not be deleted.
+pub const IMMORTAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
+/// How often a write retries after losing a compare-and-swap race.
+const MAX_RETRIES: usize = 16;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldValidation {
+    Ignore,
+    Warn,
+    Strict,
+}
+
+/// Per-request context for registry operations.
+pub struct Ctx<'a> {
+    pub user: &'a UserInfo,
+    pub info: &'static ResourceInfo,
+    pub namespace: Option<&'a str>,
+    pub subresource: Option<&'a str>,
+    pub dry_run: bool,
+    pub field_manager: String,
+    pub field_validation: FieldValidation,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PatchType {
+    Json,
+    Merge,
+    Strategic,
+    Apply,
+}
+
+impl PatchType {
+    pub fn from_content_type(ct: &str) -> Option<PatchType> {
+        let ct = ct.split(';').next().unwrap_or("").trim();
+        match ct {
+            "application/json-patch+json" => Some(PatchType::Json),
+            "application/merge-patch+json" => Some(PatchType::Merge),
+            "application/strategic-merge-patch+json" => Some(PatchType::Strategic),
+            "application/apply-patch+yaml" | "application/apply-patch+cbor" => Some(PatchType::Apply),
+            _ => None,
+        }
+    }
+}
+
+/// Parsed `DeleteOptions`.
+#[derive(Clone, Debug, Default)]
+pub struct DeleteOptions {
+    pub grace_period_seconds: Option<i64>,
+    pub propagation_policy: Option<String>,
+    pub precondition_uid: Option<String>,
+    pub precondition_rv: Option<String>,
+}
+
+impl DeleteOptions {
+    pub fn from_value(v: &Value) -> DeleteOptions {
+        let orphan = v.get("orphanDependents").and_then(Value::as_bool);
+        DeleteOptions {
+            grace_period_seconds: v.get("gracePeriodSeconds").and_then(Value::as_i64),
+            propagation_policy: v
+                .get("propagationPolicy")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .or_else(|| orphan.map(|o| if o { "Orphan".into() } else { "Background".into() })),
+            precondition_uid: v.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_string),
+            precondition_rv: v.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(str::to_string),
+        }
+    }
+}
+
+/// Options of a list or watch.
+#[derive(Clone, Debug, Default)]
+pub struct ListOptions {
+    pub label_selector: Selector,
+    pub field_selector: Selector,
+    pub limit: usize,
+    pub continue_token: Option<String>,
+    pub resource_version: Option<String>,
+    pub resource_version_match: Option<String>,
+}
+
+pub struct ListPage {
+    pub items: Vec<Value>,
+    pub resource_version: u64,
+    pub continue_token: Option<String>,
+    pub remaining: Option<i64>,
+}
+
+/// Kinds whose objects carry `metadata.generation`, bumped on every spec change.
+fn tracks_generation(info: &ResourceInfo) -> bool {
+    matches!(
+        info.resource,
+        "deployments"
+            | "replicasets"
+            | "statefulsets"
+            | "daemonsets"
+            | "jobs"
+            | "cronjobs"
+            | "replicationcontrollers"
+            | "pods"
+            | "poddisruptionbudgets"
+            | "horizontalpodautoscalers"
+            | "networkpolicies"
+            | "ingresses"
+            | "customresourcedefinitions"
+            | "validatingadmissionpolicies"
+            | "validatingadmissionpolicybindings"
+            | "servicecidrs"
+            | "priorityclasses"
+    ) && info.has_spec
+}
+
+/// Field selector labels each kind supports besides `metadata.name` / `metadata.namespace`.
+pub fn selectable_fields(info: &ResourceInfo) -> &'static [&'static str] {
+    match (info.group, info.resource) {
+        ("", "pods") => &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ],
+        ("", "events") => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        ("", "secrets") => &["type"],
+        ("", "namespaces") => &["status.phase"],
+        ("", "nodes") => &["spec.unschedulable"],
+        ("", "replicationcontrollers") | ("apps", "replicasets") => &["status.replicas"],
+        ("batch", "jobs") => &["status.successful"],
+        ("", "services") => &["spec.clusterIP", "spec.type"],
+        ("certificates.k8s.io", "certificatesigningrequests") => &["spec.signerName"],
+        _ => &[],
+    }
+}
+
+/// Checks a field selector only uses supported labels.
+pub fn check_field_selector(info: &ResourceInfo, sel: &Selector) -> Result<(), ApiError> {
+    for r in &sel.requirements {
+        if r.key != "metadata.name" && r.key != "metadata.namespace" && !selectable_fields(info).contains(&r.key.as_str())
+        {
+            return Err(ApiError::bad_request(format!("field label not supported: {}", r.key)));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `obj` matches a field selector.
+pub fn matches_fields(info: &ResourceInfo, sel: &Selector, obj: &Value) -> bool {
+    if sel.is_empty() {
+        return true;
+    }
+    let get = |k: &str| -> Option<String> {
+        match k {
+            "metadata.name" => Some(object::name(obj).to_string()),
+            "metadata.namespace" => Some(object::namespace(obj).unwrap_or("").to_string()),
+            "source" if info.resource == "events" => object::field_string(obj, "source.component"),
+            "spec.unschedulable" | "spec.hostNetwork" => {
+                Some(object::field_string(obj, k).filter(|s| !s.is_empty()).unwrap_or_else(|| "false".into()))
+            }
+            _ => Some(object::field_string(obj, k).unwrap_or_default()),
+        }
+    };
+    sel.requirements.iter().all(|r| r.matches(&get))
+}
+
+pub fn matches(info: &ResourceInfo, opts: &ListOptions, obj: &Value) -> bool {
+    opts.label_selector.matches_labels(object::meta(obj).and_then(|m| m.get("labels")))
+        && matches_fields(info, &opts.field_selector, obj)
+}
+
+pub struct Registry {
+    pub store: Store,
+    pub admission: Arc<Chain>,
+}
+
+fn strict_error(unknown: &[String]) -> ApiError {
+    let msgs: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+    ApiError::bad_request(format!("strict decoding error: {}", msgs.join(", ")))
+}
+
+fn continue_token(rv: u64, start: &str) -> String {
+    use base64::Engine as _;
+    let raw = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": start}).to_string();
+    base64::engine::general_purpose::URL_SAFE.encode(raw)
+}
+
+fn parse_continue(token: &str) -> Result<(u64, String), ApiError> {
+    use base64::Engine as _;
+    let bad = || ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
+    let raw = base64::engine::general_purpose::URL_SAFE.decode(token).map_err(|_| bad())?;
+    let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    let rv = v.get("rv").and_then(Value::as_u64).ok_or_else(bad)?;
+    let start = v.get("start").and_then(Value::as_str).ok_or_else(bad)?.to_string();
+    if start.contains("..") || start.starts_with('/') {
+        return Err(bad());
+    }
+    Ok((rv, start))
+}
+
+impl Registry {
+    pub fn key(info: &ResourceInfo, namespace: Option<&str>, name: &str) -> String {
+        match (info.namespaced(), namespace) {
+            (true, Some(ns)) => format!("{}{}/{}", info.storage_prefix(), ns, name),
+            _ => format!("{}{}", info.storage_prefix(), name),
+        }
+    }
+
+    fn decode_kv(info: &ResourceInfo, kv: &KeyValue) -> Result<Value, ApiError> {
+        object::from_storage(&kv.value, kv.mod_revision)
+            .ok_or_else(|| ApiError::internal(format!("stored {} {} is not valid JSON", info.resource, kv.key)))
+    }
+
+    pub fn get(&self, info: &'static ResourceInfo, namespace: Option<&str>, name: &str) -> Result<Value, ApiError> {
+        self.get_kv(info, namespace, name).map(|(v, _)| v)
+    }
+
+    fn get_kv(&self, info: &'static ResourceInfo, namespace: Option<&str>, name: &str) -> Result<(Value, KeyValue), ApiError> {
+        let key = Self::key(info, namespace, name);
+        match self.store.get(&key).map_err(|e| from_store(e, info, name))? {
+            Some(kv) => Ok((Self::decode_kv(info, &kv)?, kv)),
+            None => Err(ApiError::not_found(info.group, info.resource, name)),
+        }
+    }
+
+    /// Lists objects, paging with `limit`/`continue` at one consistent revision.
+    pub fn list(&self, info: &'static ResourceInfo, namespace: Option<&str>, opts: &ListOptions) -> Result<ListPage, ApiError> {
+        check_field_selector(info, &opts.field_selector)?;
+        let prefix = match (info.namespaced(), namespace) {
+            (true, Some(ns)) => format!("{}{}/", info.storage_prefix(), ns),
+            _ => info.storage_prefix(),
+        };
+        let mut limit = opts.limit;
+        let (mut at, mut start_after) = (None, None);
+        if let Some(tok) = opts.continue_token.as_deref().filter(|t| !t.is_empty()) {
+            let (rv, start) = parse_continue(tok)?;
+            at = Some(rv);
+            start_after = Some(format!("{prefix}{start}"));
+        } else {
+            match (opts.resource_version.as_deref(), opts.resource_version_match.as_deref()) {
+                (Some("0"), _) => limit = 0,
+                (Some(rv), Some("Exact")) => {
+                    at = Some(rv.parse::<u64>().map_err(|_| {
+                        ApiError::bad_request(format!("invalid resource version \"{rv}\""))
+                    })?)
+                }
+                (Some(rv), _) if !rv.is_empty() => {
+                    let want = rv.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resource version \"{rv}\"")))?;
+                    let cur = self.store.current_revision();
+                    if want > cur {
+                        return Err(ApiError::timeout(format!("Too large resource version: {want}, current: {cur}")));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let filtering = !opts.label_selector.is_empty() || !opts.field_selector.is_empty();
+        let mut items = Vec::new();
+        let mut revision;
+        let mut more;
+        let mut last_key: Option<String> = None;
+        loop {
+            let chunk = if limit == 0 { 0 } else if filtering { (limit - items.len()).max(64) } else { limit - items.len() };
+            let page = self.store.list(&prefix, start_after.as_deref(), chunk, at).map_err(|e| match e {
+                StoreError::Compacted { .. } if opts.continue_token.is_some() => ApiError::gone(
+                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+                ),
+                other => from_store(other, info, ""),
+            })?;
+            revision = page.revision;
+            at = Some(revision);
+            more = page.more;
+            for (i, kv) in page.items.iter().enumerate() {
+                let obj = Self::decode_kv(info, kv)?;
+                if !filtering || matches(info, opts, &obj) {
+                    items.push(obj);
+                }
+                last_key = Some(kv.key.clone());
+                if limit != 0 && items.len() >= limit {
+                    if i + 1 < page.items.len() {
+                        more = true;
+                    }
+                    break;
+                }
+            }
+            if limit == 0 || items.len() >= limit || !more {
+                break;
+            }
+            start_after = last_key.clone();
+        }
+        let continue_token = match (more, &last_key) {
+            (true, Some(k)) => Some(continue_token(revision, k.strip_prefix(&prefix).unwrap_or(k))),
+            _ => None,
+        };
+        Ok(ListPage { items, resource_version: revision, continue_token, remaining: None })
+    }
+
+    /// Decodes a request body into the kind's type: unknown fields handled per `fieldValidation`,
+    /// defaults applied.
+    fn normalize(&self, ctx: &mut Ctx<'_>, obj: Value) -> Result<Value, ApiError> {
+        let n = ctx.info.strategy.normalize(obj).map_err(|e| ApiError::bad_request(e.0))?;
+        if !n.unknown_fields.is_empty() {
+            match ctx.field_validation {
+                FieldValidation::Strict => return Err(strict_error(&n.unknown_fields)),
+                FieldValidation::Warn => {
+                    ctx.warnings.extend(n.unknown_fields.iter().map(|f| format!("unknown field \"{f}\"")))
+                }
+                FieldValidation::Ignore => {}
+            }
+        }
+        Ok(n.object)
+    }
+
+    /// Checks the body's apiVersion/kind (filling them when absent) and namespace.
+    fn check_type_and_namespace(ctx: &Ctx<'_>, obj: &mut Value) -> Result<(), ApiError> {
+        let info = ctx.info;
+        let Some(map) = obj.as_object_mut() else {
+            return Err(ApiError::bad_request("the request body must be a JSON or YAML object"));
+        };
+        let want_av = info.api_version();
+        match map.get("apiVersion").and_then(Value::as_str) {
+            None | Some("") => {
+                map.insert("apiVersion".into(), Value::String(want_av.clone()));
+            }
+            Some(av) if av != want_av => {
+                return Err(ApiError::bad_request(format!(
+                    "the API version in the data ({av}) does not match the expected API version ({want_av})"
+                )));
+            }
+            _ => {}
+        }
+        match map.get("kind").and_then(Value::as_str) {
+            None | Some("") => {
+                map.insert("kind".into(), Value::String(info.kind.to_string()));
+            }
+            Some(k) if k != info.kind => {
+                return Err(ApiError::bad_request(format!(
+                    "the kind in the data ({k}) does not match the expected kind ({})",
+                    info.kind
+                )));
+            }
+            _ => {}
+        }
+        let md = meta_mut(obj);
+        if info.namespaced() {
+            let body_ns = md.get("namespace").and_then(Value::as_str).unwrap_or("").to_string();
+            match ctx.namespace {
+                Some(ns) if body_ns.is_empty() => {
+                    md.insert("namespace".into(), Value::String(ns.to_string()));
+                }
+                Some(ns) if body_ns != ns => {
+                    return Err(ApiError::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ));
+                }
+                _ => {}
+            }
+        } else {
+            md.remove("namespace");
+        }
+        Ok(())
+    }
+
+    fn validate(&self, ctx: &Ctx<'_>, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+        let info = ctx.info;
+        let mut errs: Vec<FieldError> = metav::validate_object_meta(
+            obj.get("metadata").unwrap_or(&Value::Null),
+            info.strategy.name_rule(),
+            info.namespaced(),
+        );
+        if let Some(old) = old {
+            for f in ["name", "namespace", "uid", "creationTimestamp"] {
+                let (a, b) = (object::meta_str(obj, f), object::meta_str(old, f));
+                if a != b && !(f == "uid" && a.is_none()) {
+                    errs.push(FieldError::invalid(format!("metadata.{f}"), a.unwrap_or(""), "field is immutable"));
+                }
+            }
+        }
+        errs.extend(info.strategy.validate(obj, old).map_err(|e| ApiError::bad_request(e.0))?);
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            let name = object::name(obj);
+            let name = if name.is_empty() { object::meta_str(obj, "generateName").unwrap_or("") } else { name };
+            Err(ApiError::invalid(info.group, info.kind, name, &errs))
+        }
+    }
+
+    fn record_fields(ctx: &Ctx<'_>, old: Option<&Value>, new: &mut Value) {
+        let Some(schema) = k1s_api::openapi::get().kind_schema(ctx.info.group, ctx.info.version, ctx.info.kind) else {
+            return;
+        };
+        let time = object::now_rfc3339();
+        let av = ctx.info.api_version();
+        let m = ssa::Manager {
+            name: &ctx.field_manager,
+            operation: ssa::Operation::Update,
+            api_version: &av,
+            subresource: ctx.subresource,
+            time: &time,
+        };
+        ssa::track_update(old, new, &m, schema, k1s_api::openapi::get(), reset_for(ctx));
+    }
+
+    /// Create (POST).
+    pub async fn create(&self, ctx: &mut Ctx<'_>, body: Value) -> Result<Value, ApiError> {
+        let mut obj = body;
+        Self::check_type_and_namespace(ctx, &mut obj)?;
+        if object::resource_version(&obj).is_some() {
+            return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
+        }
+        let mut obj = self.normalize(ctx, obj)?;
+        self.create_normalized(ctx, &mut obj).await?;
+        Ok(obj)
+    }
+
+    /// Create of an already decoded and defaulted object (also used by apply-creates).
+    async fn create_normalized(&self, ctx: &mut Ctx<'_>, obj: &mut Value) -> Result<(), ApiError> {
+        let info = ctx.info;
+        {
+            let md = meta_mut(obj);
+            let name = md.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+            if name.is_empty() {
+                if let Some(g) = md.get("generateName").and_then(Value::as_str).filter(|g| !g.is_empty()) {
+                    md.insert("name".into(), Value::String(object::generate_name(g)));
+                }
+            }
+            md.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
+            md.insert("creationTimestamp".into(), Value::String(object::now_rfc3339()));
+            md.remove("deletionTimestamp");
+            md.remove("deletionGracePeriodSeconds");
+            md.remove("resourceVersion");
+            md.remove("selfLink");
+            if tracks_generation(info) {
+                md.insert("generation".into(), json!(1));
+            } else {
+                md.remove("generation");
+            }
+        }
+        let name = object::name(obj).to_string();
+        let ns = object::namespace(obj).map(str::to_string);
+        let mut attrs = admission::Attributes {
+            operation: Operation::Create,
+            resource: info,
+            subresource: None,
+            namespace: ns.as_deref(),
+            name: &name,
+            user: ctx.user,
+            object: Some(obj),
+            old_object: None,
+            dry_run: ctx.dry_run,
+        };
+        self.admission.admit(&mut attrs).await?;
+        drop(attrs);
+        info.strategy.prepare_for_create(obj).map_err(|e| ApiError::bad_request(e.0))?;
+        self.validate(ctx, obj, None)?;
+        let name = object::name(obj).to_string();
+        self.validate_admission(ctx, Operation::Create, &name, ns.as_deref(), Some(obj), None).await?;
+        Self::record_fields(ctx, None, obj);
+        if ctx.dry_run {
+            return Ok(());
+        }
+        let key = Self::key(info, ns.as_deref(), &name);
+        let kv = self.store.create(&key, object::to_storage(obj)).await.map_err(|e| from_store(e, info, &name))?;
+        object::set_resource_version(obj, kv.mod_revision);
+        Ok(())
+    }
+
+    async fn validate_admission(
+        &self,
+        ctx: &Ctx<'_>,
+        op: Operation,
+        name: &str,
+        namespace: Option<&str>,
+        obj: Option<&mut Value>,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        let attrs = admission::Attributes {
+            operation: op,
+            resource: ctx.info,
+            subresource: ctx.subresource,
+            namespace,
+            name,
+            user: ctx.user,
+            object: obj,
+            old_object: old,
+            dry_run: ctx.dry_run,
+        };
+        self.admission.validate(&attrs).await
+    }
+
+    /// Carries server-owned fields from `old` into `new` and applies the subresource split.
+    fn prepare_update(ctx: &Ctx<'_>, new: &mut Value, old: &Value) -> Result<(), ApiError> {
+        let info = ctx.info;
+        let old_meta = object::meta(old).cloned().unwrap_or_default();
+        let status_update = ctx.subresource == Some("status");
+        if status_update {
+            // Only status (and managedFields) may change through /status.
+            let status = new.get("status").cloned();
+            let managed = object::meta(new).and_then(|m| m.get("managedFields")).cloned();
+            let rv = object::meta(new).and_then(|m| m.get("resourceVersion")).cloned();
+            *new = old.clone();
+            match status {
+                Some(s) => {
+                    new["status"] = s;
+                }
+                None => {
+                    if let Some(m) = new.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+            let md = meta_mut(new);
+            match managed {
+                Some(m) => md.insert("managedFields".into(), m),
+                None => md.remove("managedFields"),
+            };
+            match rv {
+                Some(rv) => md.insert("resourceVersion".into(), rv),
+                None => md.remove("resourceVersion"),
+            };
+        } else if info.has_subresource("status") && ctx.subresource.is_none() {
+            match old.get("status") {
+                Some(s) => new["status"] = s.clone(),
+                None => {
+                    if let Some(m) = new.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+        }
+        let spec_changed = new.get("spec") != old.get("spec");
+        let md = meta_mut(new);
+        for f in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+            match old_meta.get(f) {
+                Some(v) => md.insert(f.into(), v.clone()),
+                None => md.remove(f),
+            };
+        }
+        md.remove("selfLink");
+        if tracks_generation(info) && spec_changed && !status_update {
+            let g = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
+            md.insert("generation".into(), json!(g + 1));
+        }
+        // Once deleting, finalizers may only be removed.
+        if object::is_deleting(old) {
+            let old_f = object::finalizers(old);
+            let new_f = object::finalizers(new);
+            if let Some(added) = new_f.iter().find(|f| !old_f.contains(f)) {
+                return Err(ApiError::invalid(
+                    info.group,
+                    info.kind,
+                    object::name(old),
+                    &[FieldError::forbidden(
+                        "metadata.finalizers",
+                        format!("no new finalizers can be added if the object is being deleted, found new finalizers []string{{\"{added}\"}}"),
+                    )],
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The shared tail of update and patch: prepare, admit, validate, write with CAS.
+    /// `Err(None)` signals a lost race the caller may retry.
+    async fn finish_update(
+        &self,
+        ctx: &mut Ctx<'_>,
+        old: &Value,
+        old_kv: &KeyValue,
+        mut new: Value,
+    ) -> Result<Value, Option<ApiError>> {
+        let info = ctx.info;
+        Self::prepare_update(ctx, &mut new, old)?;
+        let name = object::name(old).to_string();
+        let ns = object::namespace(old).map(str::to_string);
+        let mut attrs = admission::Attributes {
+            operation: Operation::Update,
+            resource: info,
+            subresource: ctx.subresource,
+            namespace: ns.as_deref(),
+            name: &name,
+            user: ctx.user,
+            object: Some(&mut new),
+            old_object: Some(old),
+            dry_run: ctx.dry_run,
+        };
+        self.admission.admit(&mut attrs).await?;
+        if ctx.subresource.is_none() {
+            info.strategy.prepare_for_update(&mut new, old).map_err(|e| ApiError::bad_request(e.0))?;
+        }
+        self.validate(ctx, &new, Some(old))?;
+        self.validate_admission(ctx, Operation::Update, &name, ns.as_deref(), Some(&mut new), Some(old)).await?;
+        if object::same_content(&new, old) {
+            return Ok(old.clone());
+        }
+        Self::record_fields(ctx, Some(old), &mut new);
+        if ctx.dry_run {
+            object::set_resource_version(&mut new, old_kv.mod_revision);
+            return Ok(new);
+        }
+        let key = old_kv.key.clone();
+        // The last finalizer of a deleting object is gone: the object goes.
+        if object::is_deleting(&new) && object::finalizers(&new).is_empty() && !Self::has_spec_finalizers(info, &new) {
+            return match self.store.delete(&key, Some(old_kv.mod_revision)).await {
+                Ok(kv) => {
+                    object::set_resource_version(&mut new, kv.mod_revision);
+                    Ok(new)
+                }
+                Err(StoreError::Conflict { .. }) => Err(None),
+                Err(e) => Err(Some(from_store(e, info, &name))),
+            };
+        }
+        match self.store.update(&key, object::to_storage(&new), Some(old_kv.mod_revision)).await {
+            Ok(kv) => {
+                object::set_resource_version(&mut new, kv.mod_revision);
+                Ok(new)
+            }
+            Err(StoreError::Conflict { .. }) => Err(None),
+            Err(e) => Err(Some(from_store(e, info, &name))),
+        }
+    }
+
+    fn has_spec_finalizers(info: &ResourceInfo, obj: &Value) -> bool {
+        info.resource == "namespaces"
+            && info.group.is_empty()
+            && obj.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|a| !a.is_empty())
+    }
+
+    /// Update (PUT) of the object or its status/finalize subresource.
+    pub async fn update(&self, ctx: &mut Ctx<'_>, name: &str, body: Value) -> Result<(Value, bool), ApiError> {
+        let info = ctx.info;
+        let mut obj = body;
+        Self::check_type_and_namespace(ctx, &mut obj)?;
+        let body_name = object::name(&obj);
+        if body_name != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        let obj = self.normalize(ctx, obj)?;
+        let wanted_rv = object::resource_version(&obj).map(str::to_string);
+        for _ in 0..MAX_RETRIES {
+            let (old, old_kv) = match self.get_kv(info, ctx.namespace, name) {
+                Ok(x) => x,
+                Err(e) if e.code == 404 && ctx.subresource.is_none() && Self::allow_create_on_update(info) => {
+                    let mut o = obj.clone();
+                    meta_mut(&mut o).remove("resourceVersion");
+                    self.create_normalized(ctx, &mut o).await?;
+                    return Ok((o, true));
+                }
+                Err(e) => return Err(e),
+            };
+            match &wanted_rv {
+                Some(rv) if *rv != old_kv.mod_revision.to_string() => {
+                    return Err(ApiError::stale(info.group, info.resource, name));
+                }
+                None if !Self::allow_unconditional_update(info) => {
+                    return Err(ApiError::invalid(
+                        info.group,
+                        info.kind,
+                        name,
+                        &[FieldError::invalid("metadata.resourceVersion", "", "must be specified for an update")],
+                    ));
+                }
+                _ => {}
+            }
+            let mut new = obj.clone();
+            if ctx.subresource == Some("finalize") {
+                // Only spec.finalizers change through /finalize.
+                let fin = new.pointer("/spec/finalizers").cloned();
+                new = old.clone();
+                match fin {
+                    Some(f) => new["spec"]["finalizers"] = f,
+                    None => {
+                        if let Some(s) = new.get_mut("spec").and_then(Value::as_object_mut) {
+                            s.remove("finalizers");
+                        }
+                    }
+                }
+            }
+            match self.finish_update(ctx, &old, &old_kv, new).await {
+                Ok(v) => return Ok((v, false)),
+                Err(Some(e)) => return Err(e),
+                Err(None) if wanted_rv.is_some() => return Err(ApiError::stale(info.group, info.resource, name)),
+                Err(None) => continue,
+            }
+        }
+        Err(ApiError::stale(info.group, info.resource, name))
+    }
+
+    fn allow_create_on_update(info: &ResourceInfo) -> bool {
+        matches!(info.resource, "leases" | "events" | "endpoints" | "limitranges" | "resourcequotas")
+            || info.group == "rbac.authorization.k8s.io"
+    }
+
+    fn allow_unconditional_update(_info: &ResourceInfo) -> bool {
+        true
+    }
+
+    /// Patch (PATCH) of the object or a subresource, of any patch type.
+    pub async fn patch(
+        &self,
+        ctx: &mut Ctx<'_>,
+        name: &str,
+        ptype: PatchType,
+        patch: Value,
+        force: bool,
+    ) -> Result<(Value, bool), ApiError> {
+        let info = ctx.info;
+        let openapi = k1s_api::openapi::get();
+        let schema = openapi.kind_schema(info.group, info.version, info.kind);
+        for _ in 0..MAX_RETRIES {
+            let existing = match self.get_kv(info, ctx.namespace, name) {
+                Ok(x) => Some(x),
+                Err(e) if e.code == 404 && ptype == PatchType::Apply && ctx.subresource.is_none() => None,
+                Err(e) => return Err(e),
+            };
+            let Some((old, old_kv)) = existing else {
+                // Server-side apply creates.
+                let mut applied = patch.clone();
+                Self::check_type_and_namespace(ctx, &mut applied)?;
+                if object::name(&applied) != name {
+                    return Err(ApiError::bad_request(format!(
+                        "the name of the object ({}) does not match the name on the URL ({name})",
+                        object::name(&applied)
+                    )));
+                }
+                let mut obj = self.normalize(ctx, applied.clone())?;
+                let schema = schema.ok_or_else(|| ApiError::internal(format!("no schema for {}", info.kind)))?;
+                let time = object::now_rfc3339();
+                let av = info.api_version();
+                let m = ssa::Manager {
+                    name: &ctx.field_manager,
+                    operation: ssa::Operation::Apply,
+                    api_version: &av,
+                    subresource: None,
+                    time: &time,
+                };
+                let with_fields = ssa::apply(None, &applied, &m, force, schema, openapi, reset_for(ctx)).map_err(|e| apply_error(info, name, e))?;
+                if let Some(mf) = object::meta(&with_fields).and_then(|m| m.get("managedFields")).cloned() {
+                    meta_mut(&mut obj).insert("managedFields".into(), mf);
+                }
+                // Fields set by create itself (uid, timestamps) are not tracked.
+                let ctx_manager = std::mem::take(&mut ctx.field_manager);
+                let res = self.create_applied(ctx, &mut obj).await;
+                ctx.field_manager = ctx_manager;
+                res?;
+                return Ok((obj, true));
+            };
+            let patched = match &ptype {
+                PatchType::Json => {
+                    let p: json_patch::Patch = serde_json::from_value(patch.clone())
+                        .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
+                    let mut doc = old.clone();
+                    json_patch::patch(&mut doc, &p).map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?;
+                    doc
+                }
+                PatchType::Merge => {
+                    if !patch.is_object() {
+                        return Err(ApiError::bad_request("merge patch must be a JSON object"));
+                    }
+                    let mut doc = old.clone();
+                    json_patch::merge(&mut doc, &patch);
+                    doc
+                }
+                PatchType::Strategic => {
+                    if !patch.is_object() {
+                        return Err(ApiError::bad_request("strategic merge patch must be a JSON object"));
+                    }
+                    k1s_api::strategic::apply(&old, &patch, schema, openapi)
+                        .map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?
+                }
+                PatchType::Apply => {
+                    let schema = schema.ok_or_else(|| ApiError::internal(format!("no schema for {}", info.kind)))?;
+                    let mut applied = patch.clone();
+                    Self::check_type_and_namespace(ctx, &mut applied)?;
+                    // Unknown fields in the applied config follow fieldValidation.
+                    self.normalize(ctx, applied.clone())?;
+                    let time = object::now_rfc3339();
+                    let av = info.api_version();
+                    let m = ssa::Manager {
+                        name: &ctx.field_manager,
+                        operation: ssa::Operation::Apply,
+                        api_version: &av,
+                        subresource: ctx.subresource,
+                        time: &time,
+                    };
+                    ssa::apply(Some(&old), &applied, &m, force, schema, openapi, reset_for(ctx))
+                        .map_err(|e| apply_error(info, name, e))?
+                }
+            };
+            let mut patched = patched;
+            // A patch may not change identity.
+            Self::check_type_and_namespace(ctx, &mut patched)?;
+            if object::name(&patched) != name {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({}) does not match the name on the URL ({name})",
+                    object::name(&patched)
+                )));
+            }
+            let patch_rv = object::resource_version(&patched).map(str::to_string);
+            if let Some(rv) = &patch_rv {
+                if *rv != old_kv.mod_revision.to_string() {
+                    return Err(ApiError::stale(info.group, info.resource, name));
+                }
+            }
+            let patched = self.normalize(ctx, patched)?;
+            let keep_fields = ptype == PatchType::Apply;
+            let manager = if keep_fields { std::mem::take(&mut ctx.field_manager) } else { String::new() };
+            let res = self.finish_update(ctx, &old, &old_kv, patched).await;
+            if keep_fields {
+                ctx.field_manager = manager;
+            }
+            match res {
+                Ok(v) => return Ok((v, false)),
+                Err(Some(e)) => return Err(e),
+                Err(None) if patch_rv.is_some() => return Err(ApiError::stale(info.group, info.resource, name)),
+                Err(None) => continue,
+            }
+        }
+        Err(ApiError::stale(info.group, info.resource, name))
+    }
+
+    async fn create_applied(&self, ctx: &mut Ctx<'_>, obj: &mut Value) -> Result<(), ApiError> {
+        self.create_normalized(ctx, obj).await
+    }
+
+    /// Delete one object, honouring preconditions, finalizers, graceful pod deletion and
+    /// propagation policy. Returns the object as it was deleted or as it now waits.
+    pub async fn delete(&self, ctx: &mut Ctx<'_>, name: &str, opts: &DeleteOptions) -> Result<Value, ApiError> {
+        let info = ctx.info;
+        if info.resource == "namespaces" && info.group.is_empty() && IMMORTAL_NAMESPACES.contains(&name) {
+            return Err(ApiError::forbidden_message("", "namespaces", name, "this namespace may not be deleted"));
+        }
+        for _ in 0..MAX_RETRIES {
+            let (old, old_kv) = self.get_kv(info, ctx.namespace, name)?;
+            if let Some(uid) = &opts.precondition_uid {
+                if object::meta_str(&old, "uid") != Some(uid.as_str()) {
+                    return Err(ApiError::conflict(
+                        info.group,
+                        info.resource,
+                        name,
+                        &format!(
+                            "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                            object::meta_str(&old, "uid").unwrap_or("")
+                        ),
+                    ));
+                }
+            }
+            if let Some(rv) = &opts.precondition_rv {
+                if *rv != old_kv.mod_revision.to_string() {
+                    return Err(ApiError::conflict(
+                        info.group,
+                        info.resource,
+                        name,
+                        &format!(
+                            "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                            old_kv.mod_revision
+                        ),
+                    ));
+                }
+            }
+            let ns = object::namespace(&old).map(str::to_string);
+            self.validate_admission(ctx, Operation::Delete, name, ns.as_deref(), None, Some(&old)).await?;
+            let mut new = old.clone();
+            let mut graceful = false;
+            let mut finalizers = object::finalizers(&old);
+            match opts.propagation_policy.as_deref() {
+                Some("Foreground") if !finalizers.iter().any(|f| f == "foregroundDeletion") => {
+                    finalizers.retain(|f| f != "orphan");
+                    finalizers.push("foregroundDeletion".into())
+                }
+                Some("Orphan") if !finalizers.iter().any(|f| f == "orphan") => {
+                    finalizers.retain(|f| f != "foregroundDeletion");
+                    finalizers.push("orphan".into())
+                }
+                Some("Background") => finalizers.retain(|f| f != "orphan" && f != "foregroundDeletion"),
+                Some("Foreground") | Some("Orphan") | None => {}
+                Some(other) => {
+                    return Err(ApiError::invalid(
+                        "meta.k8s.io",
+                        "DeleteOptions",
+                        "",
+                        &[FieldError::not_supported("propagationPolicy", other, &["Foreground", "Background", "Orphan"])],
+                    ))
+                }
+            }
+            if info.group.is_empty() && info.resource == "pods" {
+                let grace = opts
+                    .grace_period_seconds
+                    .or_else(|| old.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
+                    .unwrap_or(30);
+                let bound = old.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+                let terminal = matches!(old.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
+                let current_grace = object::meta(&old).and_then(|m| m.get("deletionGracePeriodSeconds")).and_then(Value::as_i64);
+                if bound && !terminal && grace > 0 && current_grace.is_none_or(|g| grace < g) {
+                    graceful = true;
+                    let md = meta_mut(&mut new);
+                    md.insert("deletionTimestamp".into(), json!(object::timestamp_after(grace)));
+                    md.insert("deletionGracePeriodSeconds".into(), json!(grace));
+                } else if bound && !terminal && current_grace.is_some() && grace > 0 {
+                    graceful = true;
+                }
+            }
+            let spec_finalizers = info.resource == "namespaces" && info.group.is_empty();
+            if spec_finalizers {
+                new["status"]["phase"] = json!("Terminating");
+            }
+            let must_wait = graceful || !finalizers.is_empty() || Self::has_spec_finalizers(info, &new);
+            if !must_wait {
+                if ctx.dry_run {
+                    return Ok(old);
+                }
+                return match self.store.delete(&old_kv.key, Some(old_kv.mod_revision)).await {
+                    Ok(_) => Ok(old),
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(e) => Err(from_store(e, info, name)),
+                };
+            }
+            {
+                let md = meta_mut(&mut new);
+                if !object::is_deleting(&old) {
+                    if !graceful {
+                        md.insert("deletionTimestamp".into(), json!(object::now_rfc3339()));
+                        md.insert("deletionGracePeriodSeconds".into(), json!(0));
+                    }
+                    if tracks_generation(info) {
+                        let g = md.get("generation").and_then(Value::as_i64).unwrap_or(0);
+                        md.insert("generation".into(), json!(g + 1));
+                    }
+                }
+                if finalizers.is_empty() {
+                    md.remove("finalizers");
+                } else {
+                    md.insert("finalizers".into(), json!(finalizers));
+                }
+            }
+            if object::same_content(&new, &old) || ctx.dry_run {
+                return Ok(new);
+            }
+            match self.store.update(&old_kv.key, object::to_storage(&new), Some(old_kv.mod_revision)).await {
+                Ok(kv) => {
+                    object::set_resource_version(&mut new, kv.mod_revision);
+                    return Ok(new);
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(from_store(e, info, name)),
+            }
+        }
+        Err(ApiError::stale(info.group, info.resource, name))
+    }
+
+    /// Deletes every object matching the list options; returns those deleted or now deleting.
+    pub async fn delete_collection(
+        &self,
+        ctx: &mut Ctx<'_>,
+        list: &ListOptions,
+        opts: &DeleteOptions,
+    ) -> Result<Vec<Value>, ApiError> {
+        let page = self.list(ctx.info, ctx.namespace, &ListOptions { limit: 0, continue_token: None, ..list.clone() })?;
+        let mut out = Vec::new();
+        for obj in page.items {
+            let name = object::name(&obj).to_string();
+            let ns = object::namespace(&obj).map(str::to_string);
+            let mut sub = Ctx {
+                user: ctx.user,
+                info: ctx.info,
+                namespace: ns.as_deref(),
+                subresource: None,
+                dry_run: ctx.dry_run,
+                field_manager: ctx.field_manager.clone(),
+                field_validation: ctx.field_validation,
+                warnings: Vec::new(),
+            };
+            match self.delete(&mut sub, &name, opts).await {
+                Ok(v) => out.push(v),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Writes an object as the server itself (bootstrap objects), creating it if missing.
+    pub async fn ensure(&self, info: &'static ResourceInfo, obj: Value) -> Result<(), ApiError> {
+        let name = object::name(&obj).to_string();
+        let ns = object::namespace(&obj).map(str::to_string);
+        if self.get(info, ns.as_deref(), &name).is_ok() {
+            return Ok(());
+        }
+        let user = UserInfo { name: "system:apiserver".into(), uid: String::new(), groups: vec!["system:masters".into()] };
+        let mut ctx = Ctx {
+            user: &user,
+            info,
+            namespace: ns.as_deref(),
+            subresource: None,
+            dry_run: false,
+            field_manager: "k1s".into(),
+            field_validation: FieldValidation::Strict,
+            warnings: Vec::new(),
+        };
+        match self.create(&mut ctx, obj).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.code == 409 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Fields a write through this endpoint cannot change, so never owned by its manager.
+fn reset_for(ctx: &Ctx<'_>) -> &'static [&'static [&'static str]] {
+    if ctx.subresource.is_none() && ctx.info.has_subresource("status") {
+        ssa::RESET_STATUS
+    } else {
+        ssa::RESET_NONE
+    }
+}
+
+fn apply_error(info: &ResourceInfo, name: &str, e: ssa::ApplyError) -> ApiError {
+    match &e {
+        ssa::ApplyError::Conflicts(conflicts) => {
+            let mut err = ApiError::new(409, "Conflict", e.message());
+            err.group = Some(info.group.to_string());
+            err.kind = Some(info.resource.to_string());
+            err.name = Some(name.to_string());
+            err.causes = conflicts
+                .iter()
+                .map(|c| crate::error::Cause {
+                    reason: "FieldManagerConflict".into(),
+                    message: format!("conflict with \"{}\" using {}", c.manager, c.api_version),
+                    field: c.field.clone(),
+                })
+                .collect();
+            err
+        }
+        ssa::ApplyError::Invalid(m) => ApiError::bad_request(m.clone()),
+    }
+}
+
+/// `Map` re-export for handlers building objects.
+pub type Object = Map<String, Value>;
+
+/// Parses a body that may be JSON or YAML into a value.
+pub fn parse_body(bytes: &Bytes, content_type: &str) -> Result<Value, ApiError> {
+    let ct = content_type.split(';').next().unwrap_or("").trim();
+    match ct {
+        "application/yaml" | "application/apply-patch+yaml" | "text/yaml" => {
+            let s = std::str::from_utf8(bytes).map_err(|_| ApiError::bad_request("body is not valid UTF-8"))?;
+            // JSON is YAML; parse it as JSON first for exact numbers.
+            if let Ok(v) = serde_json::from_str::<Value>(s) {
+                return Ok(v);
+            }
+            serde_saphyr::from_str::<Value>(s)
+                .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))
+        }
+        "application/vnd.kubernetes.protobuf" => {
+            k1s_api::protobuf::decode_body(bytes).map_err(|e| ApiError::bad_request(e.to_string()))
+        }
+        _ => serde_json::from_slice::<Value>(bytes).map_err(|e| {
+            ApiError::bad_request(format!("error decoding request body: {e}"))
+        }),
+    }
+}

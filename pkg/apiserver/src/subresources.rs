@@ -1,0 +1,198 @@
+//! Subresources with their own shapes: `scale` (autoscaling/v1 Scale), `binding` (the
+//! scheduler's writes of `spec.nodeName`) and `eviction` (policy/v1 Eviction).
+
+use crate::error::ApiError;
+use crate::handler::{decode_body, read_request_body, respond_json, Body, State};
+use crate::object;
+use crate::registry::{Ctx, DeleteOptions, PatchType};
+use crate::request::{Query, RequestInfo};
+use http::{Request, Response, StatusCode};
+use k1s_api::resources;
+use k1s_api::selectors::Selector;
+use k1s_api::FieldError;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+fn to_scale(obj: &Value) -> Value {
+    let selector = obj
+        .pointer("/spec/selector")
+        .map(|s| {
+            // ReplicationControllers have a plain map selector.
+            if s.get("matchLabels").is_some() || s.get("matchExpressions").is_some() {
+                Selector::from_label_selector(s).map(|s| s.to_string()).unwrap_or_default()
+            } else {
+                Selector::from_label_selector(&json!({"matchLabels": s})).map(|s| s.to_string()).unwrap_or_default()
+            }
+        })
+        .unwrap_or_default();
+    let md = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": md.get("name"),
+            "namespace": md.get("namespace"),
+            "uid": md.get("uid"),
+            "resourceVersion": md.get("resourceVersion"),
+            "creationTimestamp": md.get("creationTimestamp"),
+        },
+        "spec": {"replicas": obj.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1)},
+        "status": {
+            "replicas": obj.pointer("/status/replicas").and_then(Value::as_i64).unwrap_or(0),
+            "selector": selector,
+        },
+    })
+}
+
+/// GET/PUT/PATCH `…/<resource>/<name>/scale`.
+pub async fn scale(
+    state: &Arc<State>,
+    req: Request<hyper::body::Incoming>,
+    ctx: &mut Ctx<'_>,
+    info: &RequestInfo,
+    _query: &Query,
+) -> Result<Response<Body>, ApiError> {
+    let reg = &state.registry;
+    let res = ctx.info;
+    let name = info.name.clone().unwrap_or_default();
+    let ns = info.namespace.clone();
+    match info.verb.as_str() {
+        "get" => {
+            let obj = reg.get(res, ns.as_deref(), &name)?;
+            Ok(respond_json(StatusCode::OK, &to_scale(&obj)))
+        }
+        "update" | "patch" => {
+            let verb = info.verb.clone();
+            let (headers, body) = read_request_body(req).await?;
+            let ct = headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
+            let input: Value = if verb == "update" {
+                decode_body(&headers, &body)?
+            } else {
+                serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
+            };
+            ctx.subresource = None;
+            for _ in 0..16 {
+                let obj = reg.get(res, ns.as_deref(), &name)?;
+                let current = to_scale(&obj);
+                let wanted = if verb == "update" {
+                    input.clone()
+                } else {
+                    match PatchType::from_content_type(&ct) {
+                        Some(PatchType::Json) => {
+                            let p: json_patch::Patch = serde_json::from_value(input.clone())
+                                .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
+                            let mut doc = current.clone();
+                            json_patch::patch(&mut doc, &p).map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?;
+                            doc
+                        }
+                        Some(PatchType::Merge) | Some(PatchType::Strategic) => {
+                            let mut doc = current.clone();
+                            json_patch::merge(&mut doc, &input);
+                            doc
+                        }
+                        _ => return Err(ApiError::unsupported_media_type(&ct)),
+                    }
+                };
+                let replicas = wanted.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(0);
+                if replicas < 0 {
+                    return Err(ApiError::invalid(
+                        "autoscaling",
+                        "Scale",
+                        &name,
+                        &[FieldError::invalid("spec.replicas", replicas, "must be greater than or equal to 0")],
+                    ));
+                }
+                let precondition = object::resource_version(&wanted).map(str::to_string);
+                let mut new = obj.clone();
+                new["spec"]["replicas"] = json!(replicas);
+                if let Some(rv) = &precondition {
+                    object::meta_mut(&mut new).insert("resourceVersion".into(), json!(rv));
+                }
+                match reg.update(ctx, &name, new).await {
+                    Ok((updated, _)) => return Ok(respond_json(StatusCode::OK, &to_scale(&updated))),
+                    Err(e) if e.code == 409 && precondition.is_none() => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(ApiError::stale(res.group, res.resource, &name))
+        }
+        other => Err(ApiError::method_not_allowed(other, "scale")),
+    }
+}
+
+/// POST `pods/<name>/binding` (or `bindings`): sets `spec.nodeName` once.
+pub async fn binding(
+    state: &Arc<State>,
+    req: Request<hyper::body::Incoming>,
+    ctx: &mut Ctx<'_>,
+    info: &RequestInfo,
+) -> Result<Response<Body>, ApiError> {
+    if info.verb != "create" {
+        return Err(ApiError::method_not_allowed(&info.verb, "pods/binding"));
+    }
+    let (headers, body) = read_request_body(req).await?;
+    let b = decode_body(&headers, &body)?;
+    let pod_name = info.name.clone().unwrap_or_else(|| object::name(&b).to_string());
+    bind(state, ctx, info.namespace.as_deref(), &pod_name, &b).await?;
+    Ok(respond_json(StatusCode::CREATED, &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})))
+}
+
+pub(crate) async fn bind(state: &Arc<State>, ctx: &mut Ctx<'_>, ns: Option<&str>, pod_name: &str, b: &Value) -> Result<(), ApiError> {
+    let pods = resources::find("", "v1", "pods").ok_or_else(|| ApiError::internal("pods resource missing"))?;
+    let node = b.pointer("/target/name").and_then(Value::as_str).unwrap_or("");
+    if node.is_empty() {
+        return Err(ApiError::invalid("", "Binding", pod_name, &[FieldError::required("target.name", "")]));
+    }
+    ctx.info = pods;
+    ctx.subresource = None;
+    for _ in 0..16 {
+        let pod = state.registry.get(pods, ns, pod_name)?;
+        if let Some(uid) = b.pointer("/metadata/uid").and_then(Value::as_str) {
+            if object::meta_str(&pod, "uid") != Some(uid) {
+                return Err(ApiError::conflict("", "pods", pod_name, "the UID in the binding does not match the pod"));
+            }
+        }
+        if object::is_deleting(&pod) {
+            return Err(ApiError::conflict("", "pods", pod_name, "pod is being deleted, cannot be assigned to a host"));
+        }
+        if let Some(cur) = pod.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+            return Err(ApiError::conflict("", "pods/binding", pod_name, &format!("pod {pod_name} is already assigned to node \"{cur}\"")));
+        }
+        let mut new = pod.clone();
+        new["spec"]["nodeName"] = json!(node);
+        if let Some(ann) = b.pointer("/metadata/annotations").and_then(Value::as_object) {
+            let md = object::meta_mut(&mut new);
+            let a = md.entry("annotations").or_insert_with(|| json!({}));
+            for (k, v) in ann {
+                a[k] = v.clone();
+            }
+        }
+        match state.registry.update(ctx, pod_name, new).await {
+            Ok(_) => return Ok(()),
+            Err(e) if e.code == 409 && e.reason == "Conflict" => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(ApiError::stale("", "pods", pod_name))
+}
+
+/// POST `pods/<name>/eviction`: deletes the pod (PodDisruptionBudgets are checked by the
+/// disruption controller's status once it runs).
+pub async fn eviction(
+    state: &Arc<State>,
+    req: Request<hyper::body::Incoming>,
+    ctx: &mut Ctx<'_>,
+    info: &RequestInfo,
+) -> Result<Response<Body>, ApiError> {
+    if info.verb != "create" {
+        return Err(ApiError::method_not_allowed(&info.verb, "pods/eviction"));
+    }
+    let (headers, body) = read_request_body(req).await?;
+    let ev = decode_body(&headers, &body)?;
+    let name = info.name.clone().unwrap_or_default();
+    let opts = ev.get("deleteOptions").map(DeleteOptions::from_value).unwrap_or_default();
+    ctx.subresource = None;
+    crate::disruption::check_eviction(&state.registry, info.namespace.as_deref(), &name).await?;
+    state.registry.delete(ctx, &name, &opts).await?;
+    Ok(respond_json(StatusCode::CREATED, &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})))
+}

@@ -1,0 +1,150 @@
+//! Create-only kinds computed by the server: access reviews, self-subject reviews and
+//! `bindings`.
+
+use crate::auth::{Attributes, Decision, UserInfo};
+use crate::error::ApiError;
+use crate::handler::{decode_body, read_request_body, respond_json, Body, State};
+use crate::registry::{Ctx, FieldValidation};
+use crate::request::RequestInfo;
+use http::{Method, Request, Response, StatusCode};
+use k1s_api::ResourceInfo;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+fn review_info(attrs: &Value) -> RequestInfo {
+    let ns = attrs.get("namespace").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
+    let s = |k: &str| attrs.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    RequestInfo {
+        is_resource: true,
+        path: String::new(),
+        verb: s("verb"),
+        api_prefix: "apis".into(),
+        group: s("group"),
+        version: s("version"),
+        namespace: ns,
+        resource: s("resource"),
+        subresource: Some(s("subresource")).filter(|x| !x.is_empty()),
+        name: Some(s("name")).filter(|x| !x.is_empty()),
+        rest: Vec::new(),
+    }
+}
+
+fn access(state: &State, user: &UserInfo, spec: &Value) -> Value {
+    let info = if let Some(ra) = spec.get("resourceAttributes") {
+        review_info(ra)
+    } else if let Some(nra) = spec.get("nonResourceAttributes") {
+        RequestInfo {
+            is_resource: false,
+            path: nra.get("path").and_then(Value::as_str).unwrap_or("").to_string(),
+            verb: nra.get("verb").and_then(Value::as_str).unwrap_or("").to_string(),
+            ..Default::default()
+        }
+    } else {
+        return json!({"allowed": false, "evaluationError": "neither resourceAttributes nor nonResourceAttributes given"});
+    };
+    match state.authz.authorize(&Attributes { user, info: &info }) {
+        Decision::Allow => json!({"allowed": true}),
+        Decision::Deny(reason) if !reason.is_empty() => json!({"allowed": false, "denied": true, "reason": reason}),
+        _ => json!({"allowed": false}),
+    }
+}
+
+fn user_from_spec(spec: &Value) -> UserInfo {
+    UserInfo {
+        name: spec.get("user").and_then(Value::as_str).unwrap_or("").to_string(),
+        uid: spec.get("uid").and_then(Value::as_str).unwrap_or("").to_string(),
+        groups: spec
+            .get("groups")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .unwrap_or_default(),
+    }
+}
+
+pub async fn handle(
+    state: &Arc<State>,
+    req: Request<hyper::body::Incoming>,
+    res: &'static ResourceInfo,
+    info: &RequestInfo,
+    user: &UserInfo,
+) -> Result<Response<Body>, ApiError> {
+    if res.resource == "componentstatuses" {
+        let item = |n: &str| json!({"metadata": {"name": n}, "conditions": [{"type": "Healthy", "status": "True", "message": "ok"}]});
+        return match (&info.verb[..], &info.name) {
+            ("list", _) => Ok(respond_json(
+                StatusCode::OK,
+                &json!({"kind": "ComponentStatusList", "apiVersion": "v1", "metadata": {}, "items": [item("controller-manager"), item("scheduler"), item("etcd-0")]}),
+            )),
+            ("get", Some(n)) if ["controller-manager", "scheduler", "etcd-0"].contains(&n.as_str()) => {
+                let mut i = item(n);
+                i["kind"] = json!("ComponentStatus");
+                i["apiVersion"] = json!("v1");
+                Ok(respond_json(StatusCode::OK, &i))
+            }
+            ("get", Some(n)) => Err(ApiError::not_found("", "componentstatuses", n)),
+            _ => Err(ApiError::method_not_allowed(&info.verb, "componentstatuses")),
+        };
+    }
+    if req.method() != Method::POST {
+        return Err(ApiError::method_not_allowed(req.method().as_str(), res.resource));
+    }
+    let (headers, body) = read_request_body(req).await?;
+    let mut obj = decode_body(&headers, &body)?;
+    if !obj.is_object() {
+        return Err(ApiError::bad_request("the request body must be an object"));
+    }
+    obj["apiVersion"] = json!(res.api_version());
+    obj["kind"] = json!(res.kind);
+    let spec = obj.get("spec").cloned().unwrap_or_else(|| json!({}));
+    match res.resource {
+        "selfsubjectaccessreviews" => {
+            obj["status"] = access(state, user, &spec);
+        }
+        "subjectaccessreviews" | "localsubjectaccessreviews" => {
+            let subject = user_from_spec(&spec);
+            if subject.name.is_empty() && subject.groups.is_empty() {
+                return Err(ApiError::invalid(res.group, res.kind, "", &[k1s_api::FieldError::invalid("spec.user", "", "at least one of user or group must be specified")]));
+            }
+            obj["status"] = access(state, &subject, &spec);
+        }
+        "selfsubjectrulesreviews" => {
+            let masters = user.groups.iter().any(|g| g == "system:masters");
+            obj["status"] = if masters {
+                json!({
+                    "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                    "incomplete": false,
+                })
+            } else {
+                json!({
+                    "resourceRules": [{"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]}],
+                    "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"]}],
+                    "incomplete": true,
+                })
+            };
+        }
+        "selfsubjectreviews" => {
+            obj["status"] = json!({"userInfo": {"username": user.name, "uid": user.uid, "groups": user.groups}});
+        }
+        "tokenreviews" => {
+            obj["status"] = json!({"authenticated": false, "error": "token authentication is not enabled"});
+        }
+        "bindings" => {
+            let mut ctx = Ctx {
+                user,
+                info: res,
+                namespace: info.namespace.as_deref(),
+                subresource: None,
+                dry_run: false,
+                field_manager: "k1s-binding".into(),
+                field_validation: FieldValidation::Ignore,
+                warnings: Vec::new(),
+            };
+            let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
+            crate::subresources::bind(state, &mut ctx, info.namespace.as_deref(), &name, &obj).await?;
+            return Ok(respond_json(StatusCode::CREATED, &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})));
+        }
+        other => return Err(ApiError::method_not_allowed("POST", other)),
+    }
+    Ok(respond_json(StatusCode::CREATED, &obj))
+}
