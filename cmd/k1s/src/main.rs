@@ -20,7 +20,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the control plane and node agent.
-    Server(ServerArgs),
+    Server(Box<ServerArgs>),
     /// Print version information.
     Version,
 }
@@ -95,7 +95,9 @@ fn config_file_args(path: &std::path::Path, explicit: bool) -> Result<Vec<String
     }
     let doc: serde_json::Value =
         serde_saphyr::from_str(&text).with_context(|| format!("parsing config file {}", path.display()))?;
-    let Some(map) = doc.as_object() else { bail!("config file {} must be a map of flag names to values", path.display()) };
+    let Some(map) = doc.as_object() else {
+        bail!("config file {} must be a map of flag names to values", path.display())
+    };
     let mut out = Vec::new();
     for (k, v) in map {
         let flag = format!("--{k}");
@@ -179,8 +181,9 @@ fn main() -> Result<()> {
                 )
                 .with_writer(std::io::stderr)
                 .init();
-            let config = server_config(args)?;
-            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+            let config = server_config(*args)?;
+            let rt =
+                tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
             rt.block_on(async move {
                 let cancel = CancellationToken::new();
                 let c = cancel.clone();

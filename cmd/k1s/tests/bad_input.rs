@@ -35,7 +35,10 @@ fn each_kind_of_bad_input_gets_its_status_and_writes_nothing() {
     let (code, body) = s.curl("POST", cms, Some("application/json"), Some(&f));
     assert_status(code, &body, 400, "BadRequest");
     // Over 3 MiB: 413.
-    let big = format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"big"}},"data":{{"k":"{}"}}}}"#, "x".repeat(3 * 1024 * 1024 + 10));
+    let big = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"big"}},"data":{{"k":"{}"}}}}"#,
+        "x".repeat(3 * 1024 * 1024 + 10)
+    );
     let f = s.write_file("big.json", &big);
     let (code, body) = s.curl("POST", cms, Some("application/json"), Some(&f));
     assert_status(code, &body, 413, "RequestEntityTooLarge");
@@ -59,16 +62,21 @@ fn each_kind_of_bad_input_gets_its_status_and_writes_nothing() {
     assert_status(code, &body, 422, "Invalid");
     assert_eq!(body["details"]["causes"][0]["field"], "metadata.name");
     // Conflict: 409 AlreadyExists, then a stale update.
-    let f = s.write_file("ok.json", r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ok"},"data":{"a":"1"}}"#);
+    let f =
+        s.write_file("ok.json", r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ok"},"data":{"a":"1"}}"#);
     let (code, _) = s.curl("POST", cms, Some("application/json"), Some(&f));
     assert_eq!(code, 201);
     let (code, body) = s.curl("POST", cms, Some("application/json"), Some(&f));
     assert_status(code, &body, 409, "AlreadyExists");
-    let f = s.write_file("stale.json", r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ok","resourceVersion":"1"},"data":{"a":"2"}}"#);
+    let f = s.write_file(
+        "stale.json",
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ok","resourceVersion":"1"},"data":{"a":"2"}}"#,
+    );
     let (code, body) = s.curl("PUT", &format!("{cms}/ok"), Some("application/json"), Some(&f));
     assert_status(code, &body, 409, "Conflict");
     // A continue token that is not one: 400.
-    let (code, body) = s.curl("GET", "/api/v1/namespaces/default/configmaps?limit=1&continue=bm90LWEtdG9rZW4", None, None);
+    let (code, body) =
+        s.curl("GET", "/api/v1/namespaces/default/configmaps?limit=1&continue=bm90LWEtdG9rZW4", None, None);
     assert_status(code, &body, 400, "BadRequest");
     // Unauthenticated: 401; health is public.
     assert_eq!(s.curl_anonymous("/api/v1/namespaces"), 401);
@@ -92,12 +100,21 @@ fn watch_from_a_compacted_revision_gets_410_expired() {
     std::thread::sleep(std::time::Duration::from_millis(2600));
     s.ok(&["create", "configmap", "c"]);
     std::thread::sleep(std::time::Duration::from_millis(1200));
-    let out = s.ok(&["get", "--raw", &format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={old}&timeoutSeconds=2")]);
+    let out = s.ok(&[
+        "get",
+        "--raw",
+        &format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={old}&timeoutSeconds=2"),
+    ]);
     let first: serde_json::Value = serde_json::from_str(out.lines().next().expect("an event")).expect("json");
     assert_eq!(first["type"], "ERROR");
     assert_eq!(first["object"]["code"], 410);
     assert_eq!(first["object"]["reason"], "Expired");
     // kubectl get -w from that version prints the error and exits.
-    let list = s.curl("GET", &format!("/api/v1/namespaces/default/configmaps?resourceVersion={old}&resourceVersionMatch=Exact"), None, None);
+    let list = s.curl(
+        "GET",
+        &format!("/api/v1/namespaces/default/configmaps?resourceVersion={old}&resourceVersionMatch=Exact"),
+        None,
+        None,
+    );
     assert_eq!(list.0, 410, "{}", list.1);
 }

@@ -27,11 +27,20 @@ fn restart_keeps_objects_and_resource_versions_and_watch_resumes_from_old_versio
     assert_eq!(rv(&s, "ns", "kept"), rv_ns);
     assert_eq!(s.ok(&["get", "cm", "one", "-o", "jsonpath={.data.a}"]), "changed");
     // A watch from a resourceVersion taken before the restart replays what followed it.
-    let out = s.ok(&["get", "--raw", &format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv_one}&timeoutSeconds=2")]);
+    let out = s.ok(&[
+        "get",
+        "--raw",
+        &format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv_one}&timeoutSeconds=2"),
+    ]);
     let events: Vec<(String, String)> = out
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .map(|e| (e["type"].as_str().unwrap_or("").to_string(), e["object"]["metadata"]["name"].as_str().unwrap_or("").to_string()))
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap_or("").to_string(),
+                e["object"]["metadata"]["name"].as_str().unwrap_or("").to_string(),
+            )
+        })
         .collect();
     let want: Vec<(String, String)> = [("ADDED", "two"), ("MODIFIED", "one"), ("DELETED", "two")]
         .iter()
@@ -56,7 +65,14 @@ fn kill_9_loses_no_acknowledged_write() {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let name = format!("w{w}-{i}");
                 let out = std::process::Command::new(common::kubectl_bin())
-                    .args(["create", "configmap", &name, &format!("--from-literal=v={i}"), "-o", "jsonpath={.metadata.resourceVersion}"])
+                    .args([
+                        "create",
+                        "configmap",
+                        &name,
+                        &format!("--from-literal=v={i}"),
+                        "-o",
+                        "jsonpath={.metadata.resourceVersion}",
+                    ])
                     .env("KUBECONFIG", &kubeconfig)
                     .env("HOME", &home)
                     .output();
@@ -86,7 +102,12 @@ fn kill_9_loses_no_acknowledged_write() {
         .as_array()
         .expect("items")
         .iter()
-        .map(|i| (i["metadata"]["name"].as_str().unwrap_or("").to_string(), i["metadata"]["resourceVersion"].as_str().unwrap_or("").to_string()))
+        .map(|i| {
+            (
+                i["metadata"]["name"].as_str().unwrap_or("").to_string(),
+                i["metadata"]["resourceVersion"].as_str().unwrap_or("").to_string(),
+            )
+        })
         .collect();
     for (name, rv) in &acked {
         assert_eq!(present.get(name), Some(rv), "acknowledged write {name} (rv {rv}) lost after kill -9");

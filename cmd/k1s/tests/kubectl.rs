@@ -71,15 +71,21 @@ spec:
 "#;
 
 fn rvs(s: &Server) -> Vec<String> {
-    ["namespace/shop", "-n=shop configmap/web-config", "-n=shop secret/web-secret", "-n=shop deployment/web", "-n=shop service/web"]
-        .iter()
-        .map(|what| {
-            let mut args: Vec<&str> = vec!["get"];
-            args.extend(what.split(' '));
-            args.extend(["-o", "jsonpath={.metadata.resourceVersion}"]);
-            s.ok(&args)
-        })
-        .collect()
+    [
+        "namespace/shop",
+        "-n=shop configmap/web-config",
+        "-n=shop secret/web-secret",
+        "-n=shop deployment/web",
+        "-n=shop service/web",
+    ]
+    .iter()
+    .map(|what| {
+        let mut args: Vec<&str> = vec!["get"];
+        args.extend(what.split(' '));
+        args.extend(["-o", "jsonpath={.metadata.resourceVersion}"]);
+        s.ok(&args)
+    })
+    .collect()
 }
 
 #[test]
@@ -87,7 +93,13 @@ fn apply_multi_document_then_reapply_unchanged_keeps_resource_versions() {
     let s = Server::start();
     let f = s.write_file("app.yaml", MANIFEST);
     let out = s.ok(&["apply", "-f", f.to_str().expect("path")]);
-    for created in ["namespace/shop created", "configmap/web-config created", "secret/web-secret created", "deployment.apps/web created", "service/web created"] {
+    for created in [
+        "namespace/shop created",
+        "configmap/web-config created",
+        "secret/web-secret created",
+        "deployment.apps/web created",
+        "service/web created",
+    ] {
         assert!(out.contains(created), "missing {created:?} in:\n{out}");
     }
     let before = rvs(&s);
@@ -120,7 +132,12 @@ fn server_side_apply_creates_updates_and_reports_conflicts() {
     let out = s.ok(&["apply", "--server-side", "-f", f.to_str().expect("path")]);
     assert!(out.contains("configmap/ssa serverside-applied"), "{out}");
     let obj = s.json(&["get", "cm", "ssa", "--show-managed-fields"]);
-    let managers: Vec<&str> = obj["metadata"]["managedFields"].as_array().expect("managedFields").iter().filter_map(|m| m["manager"].as_str()).collect();
+    let managers: Vec<&str> = obj["metadata"]["managedFields"]
+        .as_array()
+        .expect("managedFields")
+        .iter()
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
     assert!(managers.contains(&"kubectl"), "{managers:?}");
     // Another manager takes field `a`; applying a different value for it conflicts.
     s.ok(&["patch", "cm", "ssa", "--type=merge", "-p", r#"{"data":{"a":"other"}}"#, "--field-manager=intruder"]);
@@ -132,7 +149,10 @@ fn server_side_apply_creates_updates_and_reports_conflicts() {
     s.ok(&["apply", "--server-side", "--force-conflicts", "-f", f2.to_str().expect("path")]);
     assert_eq!(s.ok(&["get", "cm", "ssa", "-o", "jsonpath={.data.a}"]), "3");
     // Dropping a field from the applied config removes it.
-    let f3 = s.write_file("ssa3.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\n  namespace: default\ndata:\n  a: \"3\"\n");
+    let f3 = s.write_file(
+        "ssa3.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\n  namespace: default\ndata:\n  a: \"3\"\n",
+    );
     s.ok(&["apply", "--server-side", "-f", f3.to_str().expect("path")]);
     let obj = s.json(&["get", "cm", "ssa"]);
     assert!(obj["data"].get("b").is_none(), "{obj}");
@@ -181,7 +201,7 @@ fn get_prints_upstream_tables_yaml_wide_all_namespaces_and_selectors() {
 fn get_watch_sees_added_modified_deleted() {
     let s = Server::start();
     let mut child = s
-        .kubectl_cmd(&["get", "configmaps", "-n", "default", "--watch", "--output-watch-events", "-o", "name"])
+        .kubectl_cmd(&["get", "configmaps", "-n", "default", "--watch", "--output-watch-events"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -203,7 +223,7 @@ fn get_watch_sees_added_modified_deleted() {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while seen.len() < 3 && std::time::Instant::now() < deadline {
         if let Ok(l) = rx.recv_timeout(Duration::from_millis(200)) {
-            if l.contains("configmap/watched") {
+            if l.split_whitespace().nth(1) == Some("watched") {
                 seen.push(l.split_whitespace().next().unwrap_or("").to_string());
             }
         }
@@ -218,15 +238,41 @@ fn patch_of_every_type_and_edit() {
     let s = Server::start();
     let f = s.write_file("app.yaml", MANIFEST);
     s.ok(&["apply", "-f", f.to_str().expect("path")]);
-    s.ok(&["patch", "deploy", "web", "-n", "shop", "-p", r#"{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"busybox:2"}]}}}}"#]);
+    s.ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "-n",
+        "shop",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"busybox:2"}]}}}}"#,
+    ]);
     let d = s.json(&["get", "deploy", "web", "-n", "shop"]);
     let containers = d["spec"]["template"]["spec"]["containers"].as_array().expect("containers");
     assert_eq!(containers.len(), 1, "strategic merge must merge containers by name");
     assert_eq!(containers[0]["image"], "busybox:2");
     assert_eq!(containers[0]["ports"][0]["containerPort"], 80);
-    s.ok(&["patch", "deploy", "web", "-n", "shop", "--type=merge", "-p", r#"{"metadata":{"labels":{"tier":"front"}}}"#]);
+    s.ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "-n",
+        "shop",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"labels":{"tier":"front"}}}"#,
+    ]);
     assert_eq!(s.ok(&["get", "deploy", "web", "-n", "shop", "-o", "jsonpath={.metadata.labels.tier}"]), "front");
-    s.ok(&["patch", "deploy", "web", "-n", "shop", "--type=json", "-p", r#"[{"op":"replace","path":"/spec/replicas","value":5}]"#]);
+    s.ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "-n",
+        "shop",
+        "--type=json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/replicas","value":5}]"#,
+    ]);
     assert_eq!(s.ok(&["get", "deploy", "web", "-n", "shop", "-o", "jsonpath={.spec.replicas}"]), "5");
     // `kubectl edit` with a scripted editor sends a strategic merge patch.
     let out = s
@@ -237,7 +283,16 @@ fn patch_of_every_type_and_edit() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(s.ok(&["get", "cm", "web-config", "-n", "shop", "-o", "jsonpath={.data.greeting}"]), "bye");
     // A stale resourceVersion in a patch is a conflict.
-    let out = s.kubectl(&["patch", "cm", "web-config", "-n", "shop", "--type=merge", "-p", r#"{"metadata":{"resourceVersion":"1"},"data":{"x":"y"}}"#]);
+    let out = s.kubectl(&[
+        "patch",
+        "cm",
+        "web-config",
+        "-n",
+        "shop",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"resourceVersion":"1"},"data":{"x":"y"}}"#,
+    ]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("Conflict"), "{}", String::from_utf8_lossy(&out.stderr));
     // Scale goes through the scale subresource.
@@ -251,7 +306,13 @@ fn diff_shows_changes_and_nothing_for_unchanged() {
     let f = s.write_file("app.yaml", MANIFEST);
     s.ok(&["apply", "-f", f.to_str().expect("path")]);
     let same = s.kubectl(&["diff", "-f", f.to_str().expect("path")]);
-    assert_eq!(same.status.code(), Some(0), "{}\n{}", String::from_utf8_lossy(&same.stdout), String::from_utf8_lossy(&same.stderr));
+    assert_eq!(
+        same.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&same.stdout),
+        String::from_utf8_lossy(&same.stderr)
+    );
     let changed = s.write_file("changed.yaml", &MANIFEST.replace("greeting: hello", "greeting: howdy"));
     let diff = s.kubectl(&["diff", "-f", changed.to_str().expect("path")]);
     assert_eq!(diff.status.code(), Some(1), "{}", String::from_utf8_lossy(&diff.stderr));
@@ -274,7 +335,12 @@ fn delete_with_wait_and_finalizers() {
     s.ok(&["delete", "configmap", "held", "--wait=false"]);
     let held = s.json(&["get", "configmap", "held"]);
     assert!(held["metadata"]["deletionTimestamp"].is_string(), "{held}");
-    let mut waiter = s.kubectl_cmd(&["delete", "configmap", "held", "--wait=true", "--timeout=30s"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("wait");
+    let mut waiter = s
+        .kubectl_cmd(&["delete", "configmap", "held", "--wait=true", "--timeout=30s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("wait");
     std::thread::sleep(Duration::from_millis(500));
     s.ok(&["patch", "configmap", "held", "--type=json", "-p", r#"[{"op":"remove","path":"/metadata/finalizers"}]"#]);
     let status = eventually(Duration::from_secs(30), "delete --wait to return", || waiter.try_wait().ok().flatten());
@@ -287,7 +353,15 @@ fn imperative_create_commands_send_protobuf_and_work() {
     let s = Server::start();
     s.ok(&["create", "namespace", "imperative"]);
     s.ok(&["create", "deployment", "web", "--image=busybox:1.36", "--replicas=2", "--port=80", "-n", "imperative"]);
-    s.ok(&["create", "configmap", "settings", "--from-literal=mode=fast", "--from-literal=level=3", "-n", "imperative"]);
+    s.ok(&[
+        "create",
+        "configmap",
+        "settings",
+        "--from-literal=mode=fast",
+        "--from-literal=level=3",
+        "-n",
+        "imperative",
+    ]);
     s.ok(&["create", "secret", "generic", "creds", "--from-literal=user=admin", "-n", "imperative"]);
     s.ok(&["create", "service", "clusterip", "web", "--tcp=80:8080", "-n", "imperative"]);
     let d = s.json(&["get", "deploy", "web", "-n", "imperative"]);
@@ -330,11 +404,14 @@ fn explain_api_resources_and_version() {
 #[test]
 fn invalid_objects_get_422_with_field_causes_and_nothing_is_written() {
     let s = Server::start();
-    let bad = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: bad\n  namespace: default\nspec:\n  replicas: -1\n  selector:\n    matchLabels: {app: x}\n  template:\n    metadata:\n      labels: {app: y}\n    spec:\n      containers:\n      - name: c\n        image: busybox\n";
+    let bad = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: bad\n  namespace: default\nspec:\n  replicas: -1\n  selector:\n    matchLabels: {app: x}\n  template:\n    metadata:\n      labels: {app: other}\n    spec:\n      containers:\n      - name: c\n        image: busybox\n";
     let out = s.kubectl_stdin(&["apply", "-f", "-"], bad);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("is invalid") && err.contains("spec.replicas") && err.contains("spec.template.metadata.labels"), "{err}");
+    assert!(
+        err.contains("is invalid") && err.contains("spec.replicas") && err.contains("spec.template.metadata.labels"),
+        "{err}"
+    );
     assert!(!s.kubectl(&["get", "deploy", "bad"]).status.success());
     // Unknown fields are refused under kubectl's default strict validation.
     let unknown = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: u\n  namespace: default\nspec:\n  foo: 1\n";
@@ -344,5 +421,8 @@ fn invalid_objects_get_422_with_field_causes_and_nothing_is_written() {
     // Objects in a namespace that does not exist are refused.
     let out = s.kubectl(&["create", "configmap", "x", "-n", "nope"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("namespaces \"nope\" not found"));
-    assert_eq!(s.ok(&["get", "cm", "-A", "-o", "name"]).lines().filter(|l| *l == "configmap/u" || *l == "configmap/x").count(), 0);
+    assert_eq!(
+        s.ok(&["get", "cm", "-A", "-o", "name"]).lines().filter(|l| *l == "configmap/u" || *l == "configmap/x").count(),
+        0
+    );
 }

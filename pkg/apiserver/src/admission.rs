@@ -66,7 +66,9 @@ impl Chain {
 
     pub async fn validate(&self, attrs: &Attributes<'_>) -> Result<(), ApiError> {
         for p in &self.validating {
-            p.validate(attrs).await.inspect_err(|e| tracing::debug!(plugin = p.name(), error = %e, "admission denied"))?;
+            p.validate(attrs)
+                .await
+                .inspect_err(|e| tracing::debug!(plugin = p.name(), error = %e, "admission denied"))?;
         }
         Ok(())
     }

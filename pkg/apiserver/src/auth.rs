@@ -97,7 +97,8 @@ pub trait Authorizer: Send + Sync {
 /// may read discovery, OpenAPI, version and health endpoints and review their own access.
 pub struct BuiltinAuthorizer;
 
-const COMPONENT_USERS: &[&str] = &["system:kube-controller-manager", "system:kube-scheduler", "system:kube-proxy", "system:k1s-supervisor"];
+const COMPONENT_USERS: &[&str] =
+    &["system:kube-controller-manager", "system:kube-scheduler", "system:kube-proxy", "system:k1s-supervisor"];
 
 impl Authorizer for BuiltinAuthorizer {
     fn authorize(&self, attrs: &Attributes<'_>) -> Decision {
@@ -115,14 +116,19 @@ impl Authorizer for BuiltinAuthorizer {
         if !info.is_resource && (info.verb == "get" || info.verb == "head") {
             let p = info.path.as_str();
             let public = ["/api", "/apis", "/version", "/openapi", "/livez", "/readyz", "/healthz", "/.well-known"];
-            if u.groups.iter().any(|g| g == "system:authenticated") && public.iter().any(|x| p == *x || p.starts_with(&format!("{x}/"))) {
+            if u.groups.iter().any(|g| g == "system:authenticated")
+                && public.iter().any(|x| p == *x || p.starts_with(&format!("{x}/")))
+            {
                 return Decision::Allow;
             }
         }
         if info.is_resource
             && info.verb == "create"
             && (info.group == "authorization.k8s.io" || info.group == "authentication.k8s.io")
-            && matches!(info.resource.as_str(), "selfsubjectaccessreviews" | "selfsubjectrulesreviews" | "selfsubjectreviews")
+            && matches!(
+                info.resource.as_str(),
+                "selfsubjectaccessreviews" | "selfsubjectrulesreviews" | "selfsubjectreviews"
+            )
             && u.groups.iter().any(|g| g == "system:authenticated")
         {
             return Decision::Allow;

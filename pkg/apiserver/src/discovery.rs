@@ -15,7 +15,7 @@ fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
     }
     // Preferred version first: the highest stable one (v2 over v1 for autoscaling).
     for (_, vs) in out.iter_mut() {
-        vs.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        vs.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
     }
     out
 }
@@ -54,8 +54,7 @@ pub fn api_versions(server_address: &str) -> Value {
 }
 
 fn api_group(group: &str, versions: &[&str], server_address: &str) -> Value {
-    let vs: Vec<Value> =
-        versions.iter().map(|v| json!({"groupVersion": gv(group, v), "version": v})).collect();
+    let vs: Vec<Value> = versions.iter().map(|v| json!({"groupVersion": gv(group, v), "version": v})).collect();
     json!({
         "name": group,
         "versions": vs,
@@ -218,12 +217,30 @@ mod tests {
         let g = api_group_doc("autoscaling", "127.0.0.1:6443").expect("group");
         assert_eq!(g["preferredVersion"]["version"], "v2");
         let core = api_resource_list("", "v1").expect("core");
-        let names: Vec<&str> = core["resources"].as_array().expect("list").iter().filter_map(|r| r["name"].as_str()).collect();
+        let names: Vec<&str> =
+            core["resources"].as_array().expect("list").iter().filter_map(|r| r["name"].as_str()).collect();
         assert!(names.contains(&"pods/status") && names.contains(&"pods/exec") && names.contains(&"namespaces"));
         let agg = aggregated(false, "v2");
-        let apps = agg["items"].as_array().expect("items").iter().find(|i| i["metadata"]["name"] == "apps").expect("apps");
-        let deploy = apps["versions"][0]["resources"].as_array().expect("r").iter().find(|r| r["resource"] == "deployments").expect("d");
-        assert_eq!(deploy["subresources"].as_array().expect("subs").iter().find(|s| s["subresource"] == "scale").expect("scale")["responseKind"]["kind"], "Scale");
-        assert_eq!(aggregated_version("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"), Some("v2"));
+        let apps =
+            agg["items"].as_array().expect("items").iter().find(|i| i["metadata"]["name"] == "apps").expect("apps");
+        let deploy = apps["versions"][0]["resources"]
+            .as_array()
+            .expect("r")
+            .iter()
+            .find(|r| r["resource"] == "deployments")
+            .expect("d");
+        assert_eq!(
+            deploy["subresources"]
+                .as_array()
+                .expect("subs")
+                .iter()
+                .find(|s| s["subresource"] == "scale")
+                .expect("scale")["responseKind"]["kind"],
+            "Scale"
+        );
+        assert_eq!(
+            aggregated_version("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"),
+            Some("v2")
+        );
     }
 }

@@ -10,7 +10,9 @@ use serde_json::Value;
 /// Refuses (429) an eviction of `pod` in `ns` when a matching budget allows no disruption,
 /// and records the disruption in the budget's status when it does.
 pub async fn check_eviction(reg: &Registry, ns: Option<&str>, pod: &str) -> Result<(), ApiError> {
-    let (Some(pods), Some(pdbs)) = (resources::find("", "v1", "pods"), resources::find("policy", "v1", "poddisruptionbudgets")) else {
+    let (Some(pods), Some(pdbs)) =
+        (resources::find("", "v1", "pods"), resources::find("policy", "v1", "poddisruptionbudgets"))
+    else {
         return Ok(());
     };
     let p = reg.get(pods, ns, pod)?;
@@ -30,7 +32,9 @@ pub async fn check_eviction(reg: &Registry, ns: Option<&str>, pod: &str) -> Resu
         })
         .collect();
     if matching.len() > 1 {
-        return Err(ApiError::internal("This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."));
+        return Err(ApiError::internal(
+            "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+        ));
     }
     let Some(b) = matching.first() else { return Ok(()) };
     let name = object::name(b);
@@ -46,6 +50,10 @@ pub async fn check_eviction(reg: &Registry, ns: Option<&str>, pod: &str) -> Resu
     } else {
         return Ok(());
     };
-    e.causes.push(crate::error::Cause { reason: "DisruptionBudget".into(), message: e.message.clone(), field: String::new() });
+    e.causes.push(crate::error::Cause {
+        reason: "DisruptionBudget".into(),
+        message: e.message.clone(),
+        field: String::new(),
+    });
     Err(e)
 }

@@ -91,12 +91,9 @@ impl ApiError {
     /// 422 Invalid: `Deployment.apps "x" is invalid: spec.replicas: Invalid value: …`.
     pub fn invalid(group: &str, kind: &str, name: &str, errs: &[FieldError]) -> Self {
         let qualified_kind = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
-        let mut e = Self::new(
-            422,
-            "Invalid",
-            format!("{qualified_kind} \"{name}\" is invalid: {}", aggregate_message(errs)),
-        )
-        .with_target(group, kind, name);
+        let mut e =
+            Self::new(422, "Invalid", format!("{qualified_kind} \"{name}\" is invalid: {}", aggregate_message(errs)))
+                .with_target(group, kind, name);
         e.causes = errs
             .iter()
             .map(|fe| Cause { reason: fe.kind.reason().to_string(), message: fe.body(), field: fe.field.clone() })
@@ -252,9 +249,9 @@ pub fn from_store(e: k1s_store::StoreError, info: &ResourceInfo, name: &str) -> 
         S::Compacted { requested, compacted } => {
             ApiError::gone(format!("too old resource version: {requested} ({compacted})"))
         }
-        S::FutureRevision { requested, current } => ApiError::timeout(format!(
-            "Too large resource version: {requested}, current: {current}"
-        )),
+        S::FutureRevision { requested, current } => {
+            ApiError::timeout(format!("Too large resource version: {requested}, current: {current}"))
+        }
         other => {
             tracing::error!(error = %other, "store failure");
             ApiError::internal(other.to_string())

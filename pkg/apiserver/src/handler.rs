@@ -69,7 +69,7 @@ fn text(code: StatusCode, s: &str) -> Response<Body> {
     r
 }
 
-fn header_str<'a>(h: &'a HeaderMap, name: header::HeaderName) -> &'a str {
+fn header_str(h: &HeaderMap, name: header::HeaderName) -> &str {
     h.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
 }
 
@@ -94,10 +94,10 @@ pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>, peer
     let query = Query::parse(req.uri().query());
     let info = RequestInfo::parse(&method, &path, &query);
     let auth_header = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).map(str::to_string);
-    let user = match state.authn.authenticate(&Credentials {
-        peer_certificates: &peer,
-        authorization_header: auth_header.as_deref(),
-    }) {
+    let user = match state
+        .authn
+        .authenticate(&Credentials { peer_certificates: &peer, authorization_header: auth_header.as_deref() })
+    {
         Ok(Some(u)) => u,
         Ok(None) => UserInfo::anonymous(),
         Err(e) => {
@@ -171,7 +171,9 @@ fn non_resource(state: &State, method: &Method, path: &str, query: &Query, heade
                 text(StatusCode::INTERNAL_SERVER_ERROR, "[-]poststarthook/k1s-bootstrap failed: not finished\n")
             }
         }
-        p if p.starts_with("/healthz/") || p.starts_with("/livez/") || p.starts_with("/readyz/") => text(StatusCode::OK, "ok"),
+        p if p.starts_with("/healthz/") || p.starts_with("/livez/") || p.starts_with("/readyz/") => {
+            text(StatusCode::OK, "ok")
+        }
         "/api" | "/apis" => {
             let core = path == "/api";
             match discovery::aggregated_version(accept) {
@@ -277,11 +279,8 @@ fn fxhash(b: &[u8]) -> u64 {
 
 pub(crate) async fn read_request_body(req: Request<hyper::body::Incoming>) -> Result<(HeaderMap, Bytes), ApiError> {
     let (parts, mut body) = req.into_parts();
-    let declared = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|s| s.parse::<usize>().ok());
+    let declared =
+        parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|s| s.parse::<usize>().ok());
     if declared.is_some_and(|len| len > DRAIN_LIMIT) {
         return Err(ApiError::too_large(MAX_BODY));
     }
@@ -343,7 +342,9 @@ fn list_options(query: &Query) -> Result<ListOptions, ApiError> {
     let field_selector = Selector::parse_fields(query.get("fieldSelector").unwrap_or(""))
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let limit = match query.get("limit") {
-        Some(l) if !l.is_empty() => l.parse::<i64>().map_err(|_| ApiError::bad_request(format!("invalid limit \"{l}\"")))?.max(0) as usize,
+        Some(l) if !l.is_empty() => {
+            l.parse::<i64>().map_err(|_| ApiError::bad_request(format!("invalid limit \"{l}\"")))?.max(0) as usize
+        }
         _ => 0,
     };
     Ok(ListOptions {
@@ -414,7 +415,9 @@ async fn resource_request(
         }
     }
     if !accepts_json(req.headers()) {
-        return Err(ApiError::not_acceptable("only the following media types are accepted: application/json, application/yaml"));
+        return Err(ApiError::not_acceptable(
+            "only the following media types are accepted: application/json, application/yaml",
+        ));
     }
     let verb = info.verb.as_str();
     let base_verb = match verb {
@@ -422,7 +425,10 @@ async fn resource_request(
         v => v,
     };
     if info.subresource.is_none() && !res.verbs.contains(&base_verb) {
-        return Err(ApiError::method_not_allowed(req.method().as_str(), &format!("{}{}", info.resource, if info.name.is_some() { "/name" } else { "" })));
+        return Err(ApiError::method_not_allowed(
+            req.method().as_str(),
+            &format!("{}{}", info.resource, if info.name.is_some() { "/name" } else { "" }),
+        ));
     }
     if res.backing == Backing::Virtual {
         return crate::virtual_resources::handle(state, req, res, info, user).await;
@@ -470,7 +476,10 @@ async fn resource_request(
             let obj = reg.get(res, info.namespace.as_deref(), &name)?;
             if let Some(av) = table {
                 let rv = object::resource_version(&obj).unwrap_or("").to_string();
-                return Ok(respond_json(StatusCode::OK, &table::build(res, &[obj], include, av, true, json!({"resourceVersion": rv}))));
+                return Ok(respond_json(
+                    StatusCode::OK,
+                    &table::build(res, &[obj], include, av, true, json!({"resourceVersion": rv})),
+                ));
             }
             Ok(respond_json(StatusCode::OK, &obj))
         }
@@ -561,7 +570,8 @@ async fn resource_request(
             let patch = if ptype == PatchType::Apply {
                 registry::parse_body(&body, "application/apply-patch+yaml")?
             } else {
-                serde_json::from_slice::<Value>(&body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
+                serde_json::from_slice::<Value>(&body)
+                    .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
             };
             let (obj, created) = reg.patch(&mut ctx, &name, ptype, patch, query.bool("force")).await?;
             let code = if created { StatusCode::CREATED } else { StatusCode::OK };
@@ -569,7 +579,11 @@ async fn resource_request(
         }
         "delete" => {
             let (headers, body) = read_request_body(req).await?;
-            let mut opts = if body.is_empty() { DeleteOptions::default() } else { DeleteOptions::from_value(&decode_body(&headers, &body)?) };
+            let mut opts = if body.is_empty() {
+                DeleteOptions::default()
+            } else {
+                DeleteOptions::from_value(&decode_body(&headers, &body)?)
+            };
             if let Some(g) = query.get("gracePeriodSeconds").and_then(|s| s.parse::<i64>().ok()) {
                 opts.grace_period_seconds = Some(g);
             }
@@ -583,7 +597,11 @@ async fn resource_request(
         "deletecollection" => {
             let list = list_options(query)?;
             let (headers, body) = read_request_body(req).await?;
-            let mut opts = if body.is_empty() { DeleteOptions::default() } else { DeleteOptions::from_value(&decode_body(&headers, &body)?) };
+            let mut opts = if body.is_empty() {
+                DeleteOptions::default()
+            } else {
+                DeleteOptions::from_value(&decode_body(&headers, &body)?)
+            };
             if let Some(p) = query.get("propagationPolicy") {
                 opts.propagation_policy = Some(p.to_string());
             }
@@ -597,5 +615,3 @@ async fn resource_request(
         other => Err(ApiError::method_not_allowed(other, &info.resource)),
     }
 }
-
-

@@ -5,6 +5,9 @@
 //! printing. Only this crate uses `k1s-store`; nothing here knows about controllers, the
 //! kubelet or the proxy.
 
+// `ApiError` carries a full Status (message, details, causes); errors are the cold path.
+#![allow(clippy::result_large_err)]
+
 pub mod admission;
 pub mod auth;
 mod discovery;

@@ -22,10 +22,8 @@ impl ValidatingPlugin for NamespaceLifecycle {
                 return Ok(());
             }
             let Some(ns) = attrs.namespace else { return Ok(()) };
-            let kv = self
-                .store
-                .get(&format!("/registry/namespaces/{ns}"))
-                .map_err(|e| ApiError::internal(e.to_string()))?;
+            let kv =
+                self.store.get(&format!("/registry/namespaces/{ns}")).map_err(|e| ApiError::internal(e.to_string()))?;
             let Some(kv) = kv else {
                 return Err(ApiError::not_found("", "namespaces", ns));
             };

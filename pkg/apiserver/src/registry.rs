@@ -167,7 +167,9 @@ pub fn selectable_fields(info: &ResourceInfo) -> &'static [&'static str] {
 /// Checks a field selector only uses supported labels.
 pub fn check_field_selector(info: &ResourceInfo, sel: &Selector) -> Result<(), ApiError> {
     for r in &sel.requirements {
-        if r.key != "metadata.name" && r.key != "metadata.namespace" && !selectable_fields(info).contains(&r.key.as_str())
+        if r.key != "metadata.name"
+            && r.key != "metadata.namespace"
+            && !selectable_fields(info).contains(&r.key.as_str())
         {
             return Err(ApiError::bad_request(format!("field label not supported: {}", r.key)));
         }
@@ -217,7 +219,11 @@ fn continue_token(rv: u64, start: &str) -> String {
 
 fn parse_continue(token: &str) -> Result<(u64, String), ApiError> {
     use base64::Engine as _;
-    let bad = || ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
+    let bad = || {
+        ApiError::bad_request(
+            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+        )
+    };
     let raw = base64::engine::general_purpose::URL_SAFE.decode(token).map_err(|_| bad())?;
     let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
     let rv = v.get("rv").and_then(Value::as_u64).ok_or_else(bad)?;
@@ -245,7 +251,12 @@ impl Registry {
         self.get_kv(info, namespace, name).map(|(v, _)| v)
     }
 
-    fn get_kv(&self, info: &'static ResourceInfo, namespace: Option<&str>, name: &str) -> Result<(Value, KeyValue), ApiError> {
+    fn get_kv(
+        &self,
+        info: &'static ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<(Value, KeyValue), ApiError> {
         let key = Self::key(info, namespace, name);
         match self.store.get(&key).map_err(|e| from_store(e, info, name))? {
             Some(kv) => Ok((Self::decode_kv(info, &kv)?, kv)),
@@ -254,7 +265,12 @@ impl Registry {
     }
 
     /// Lists objects, paging with `limit`/`continue` at one consistent revision.
-    pub fn list(&self, info: &'static ResourceInfo, namespace: Option<&str>, opts: &ListOptions) -> Result<ListPage, ApiError> {
+    pub fn list(
+        &self,
+        info: &'static ResourceInfo,
+        namespace: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<ListPage, ApiError> {
         check_field_selector(info, &opts.field_selector)?;
         let prefix = match (info.namespaced(), namespace) {
             (true, Some(ns)) => format!("{}{}/", info.storage_prefix(), ns),
@@ -270,12 +286,15 @@ impl Registry {
             match (opts.resource_version.as_deref(), opts.resource_version_match.as_deref()) {
                 (Some("0"), _) => limit = 0,
                 (Some(rv), Some("Exact")) => {
-                    at = Some(rv.parse::<u64>().map_err(|_| {
-                        ApiError::bad_request(format!("invalid resource version \"{rv}\""))
-                    })?)
+                    at = Some(
+                        rv.parse::<u64>()
+                            .map_err(|_| ApiError::bad_request(format!("invalid resource version \"{rv}\"")))?,
+                    )
                 }
                 (Some(rv), _) if !rv.is_empty() => {
-                    let want = rv.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resource version \"{rv}\"")))?;
+                    let want = rv
+                        .parse::<u64>()
+                        .map_err(|_| ApiError::bad_request(format!("invalid resource version \"{rv}\"")))?;
                     let cur = self.store.current_revision();
                     if want > cur {
                         return Err(ApiError::timeout(format!("Too large resource version: {want}, current: {cur}")));
@@ -290,7 +309,13 @@ impl Registry {
         let mut more;
         let mut last_key: Option<String> = None;
         loop {
-            let chunk = if limit == 0 { 0 } else if filtering { (limit - items.len()).max(64) } else { limit - items.len() };
+            let chunk = if limit == 0 {
+                0
+            } else if filtering {
+                (limit - items.len()).max(64)
+            } else {
+                limit - items.len()
+            };
             let page = self.store.list(&prefix, start_after.as_deref(), chunk, at).map_err(|e| match e {
                 StoreError::Compacted { .. } if opts.continue_token.is_some() => ApiError::gone(
                     "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
@@ -416,7 +441,12 @@ impl Registry {
         }
     }
 
+    /// Records the fields this write changed for its manager (operation Update). Apply writes
+    /// clear `field_manager` because `ssa::apply` already recorded them.
     fn record_fields(ctx: &Ctx<'_>, old: Option<&Value>, new: &mut Value) {
+        if ctx.field_manager.is_empty() {
+            return;
+        }
         let Some(schema) = k1s_api::openapi::get().kind_schema(ctx.info.group, ctx.info.version, ctx.info.kind) else {
             return;
         };
@@ -481,7 +511,6 @@ impl Registry {
             dry_run: ctx.dry_run,
         };
         self.admission.admit(&mut attrs).await?;
-        drop(attrs);
         info.strategy.prepare_for_create(obj).map_err(|e| ApiError::bad_request(e.0))?;
         self.validate(ctx, obj, None)?;
         let name = object::name(obj).to_string();
@@ -767,7 +796,8 @@ impl Registry {
                     subresource: None,
                     time: &time,
                 };
-                let with_fields = ssa::apply(None, &applied, &m, force, schema, openapi, reset_for(ctx)).map_err(|e| apply_error(info, name, e))?;
+                let with_fields = ssa::apply(None, &applied, &m, force, schema, openapi, reset_for(ctx))
+                    .map_err(|e| apply_error(info, name, e))?;
                 if let Some(mf) = object::meta(&with_fields).and_then(|m| m.get("managedFields")).cloned() {
                     meta_mut(&mut obj).insert("managedFields".into(), mf);
                 }
@@ -798,8 +828,11 @@ impl Registry {
                     if !patch.is_object() {
                         return Err(ApiError::bad_request("strategic merge patch must be a JSON object"));
                     }
-                    k1s_api::strategic::apply(&old, &patch, schema, openapi)
-                        .map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?
+                    k1s_api::strategic::apply(&old, &patch, schema, openapi).map_err(|e| match e.status_code() {
+                        400 => ApiError::bad_request(e.to_string()),
+                        422 => ApiError::new(422, "Invalid", e.to_string()),
+                        _ => ApiError::internal(e.to_string()),
+                    })?
                 }
                 PatchType::Apply => {
                     let schema = schema.ok_or_else(|| ApiError::internal(format!("no schema for {}", info.kind)))?;
@@ -912,7 +945,11 @@ impl Registry {
                         "meta.k8s.io",
                         "DeleteOptions",
                         "",
-                        &[FieldError::not_supported("propagationPolicy", other, &["Foreground", "Background", "Orphan"])],
+                        &[FieldError::not_supported(
+                            "propagationPolicy",
+                            other,
+                            &["Foreground", "Background", "Orphan"],
+                        )],
                     ))
                 }
             }
@@ -922,8 +959,10 @@ impl Registry {
                     .or_else(|| old.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
                     .unwrap_or(30);
                 let bound = old.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
-                let terminal = matches!(old.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
-                let current_grace = object::meta(&old).and_then(|m| m.get("deletionGracePeriodSeconds")).and_then(Value::as_i64);
+                let terminal =
+                    matches!(old.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
+                let current_grace =
+                    object::meta(&old).and_then(|m| m.get("deletionGracePeriodSeconds")).and_then(Value::as_i64);
                 if bound && !terminal && grace > 0 && current_grace.is_none_or(|g| grace < g) {
                     graceful = true;
                     let md = meta_mut(&mut new);
@@ -988,7 +1027,8 @@ impl Registry {
         list: &ListOptions,
         opts: &DeleteOptions,
     ) -> Result<Vec<Value>, ApiError> {
-        let page = self.list(ctx.info, ctx.namespace, &ListOptions { limit: 0, continue_token: None, ..list.clone() })?;
+        let page =
+            self.list(ctx.info, ctx.namespace, &ListOptions { limit: 0, continue_token: None, ..list.clone() })?;
         let mut out = Vec::new();
         for obj in page.items {
             let name = object::name(&obj).to_string();
@@ -1019,7 +1059,8 @@ impl Registry {
         if self.get(info, ns.as_deref(), &name).is_ok() {
             return Ok(());
         }
-        let user = UserInfo { name: "system:apiserver".into(), uid: String::new(), groups: vec!["system:masters".into()] };
+        let user =
+            UserInfo { name: "system:apiserver".into(), uid: String::new(), groups: vec!["system:masters".into()] };
         let mut ctx = Ctx {
             user: &user,
             info,
@@ -1087,8 +1128,7 @@ pub fn parse_body(bytes: &Bytes, content_type: &str) -> Result<Value, ApiError> 
         "application/vnd.kubernetes.protobuf" => {
             k1s_api::protobuf::decode_body(bytes).map_err(|e| ApiError::bad_request(e.to_string()))
         }
-        _ => serde_json::from_slice::<Value>(bytes).map_err(|e| {
-            ApiError::bad_request(format!("error decoding request body: {e}"))
-        }),
+        _ => serde_json::from_slice::<Value>(bytes)
+            .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}"))),
     }
 }

@@ -27,8 +27,10 @@ fn decode_segment(s: &str) -> String {
 
 impl RequestInfo {
     pub fn parse(method: &http::Method, path: &str, query: &Query) -> RequestInfo {
-        let mut info = RequestInfo { path: path.to_string(), verb: method.as_str().to_lowercase(), ..Default::default() };
-        let parts: Vec<String> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).map(decode_segment).collect();
+        let mut info =
+            RequestInfo { path: path.to_string(), verb: method.as_str().to_lowercase(), ..Default::default() };
+        let parts: Vec<String> =
+            path.trim_matches('/').split('/').filter(|s| !s.is_empty()).map(decode_segment).collect();
         let mut cur: &[String] = &parts;
         match cur.first().map(String::as_str) {
             Some("api") if cur.len() >= 2 => {
@@ -143,13 +145,23 @@ mod tests {
     fn resource_paths_parse_like_upstream() {
         let i = parse(http::Method::GET, "/apis/apps/v1/namespaces/ns1/deployments/web/scale", "");
         assert_eq!(
-            (i.group.as_str(), i.namespace.as_deref(), i.resource.as_str(), i.name.as_deref(), i.subresource.as_deref(), i.verb.as_str()),
+            (
+                i.group.as_str(),
+                i.namespace.as_deref(),
+                i.resource.as_str(),
+                i.name.as_deref(),
+                i.subresource.as_deref(),
+                i.verb.as_str()
+            ),
             ("apps", Some("ns1"), "deployments", Some("web"), Some("scale"), "get")
         );
         let i = parse(http::Method::GET, "/api/v1/namespaces/ns1", "");
         assert_eq!((i.resource.as_str(), i.name.as_deref(), i.namespace.as_deref()), ("namespaces", Some("ns1"), None));
         let i = parse(http::Method::PUT, "/api/v1/namespaces/ns1/finalize", "");
-        assert_eq!((i.resource.as_str(), i.name.as_deref(), i.subresource.as_deref()), ("namespaces", Some("ns1"), Some("finalize")));
+        assert_eq!(
+            (i.resource.as_str(), i.name.as_deref(), i.subresource.as_deref()),
+            ("namespaces", Some("ns1"), Some("finalize"))
+        );
         let i = parse(http::Method::GET, "/api/v1/pods", "watch=true");
         assert_eq!((i.verb.as_str(), i.namespace.as_deref()), ("watch", None));
         let i = parse(http::Method::DELETE, "/api/v1/namespaces/a/configmaps", "");

@@ -64,11 +64,16 @@ pub async fn scale(
         "update" | "patch" => {
             let verb = info.verb.clone();
             let (headers, body) = read_request_body(req).await?;
-            let ct = headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
+            let ct = headers
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("application/json")
+                .to_string();
             let input: Value = if verb == "update" {
                 decode_body(&headers, &body)?
             } else {
-                serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
+                serde_json::from_slice(&body)
+                    .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
             };
             ctx.subresource = None;
             for _ in 0..16 {
@@ -82,7 +87,8 @@ pub async fn scale(
                             let p: json_patch::Patch = serde_json::from_value(input.clone())
                                 .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
                             let mut doc = current.clone();
-                            json_patch::patch(&mut doc, &p).map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?;
+                            json_patch::patch(&mut doc, &p)
+                                .map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?;
                             doc
                         }
                         Some(PatchType::Merge) | Some(PatchType::Strategic) => {
@@ -134,10 +140,19 @@ pub async fn binding(
     let b = decode_body(&headers, &body)?;
     let pod_name = info.name.clone().unwrap_or_else(|| object::name(&b).to_string());
     bind(state, ctx, info.namespace.as_deref(), &pod_name, &b).await?;
-    Ok(respond_json(StatusCode::CREATED, &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})))
+    Ok(respond_json(
+        StatusCode::CREATED,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+    ))
 }
 
-pub(crate) async fn bind(state: &Arc<State>, ctx: &mut Ctx<'_>, ns: Option<&str>, pod_name: &str, b: &Value) -> Result<(), ApiError> {
+pub(crate) async fn bind(
+    state: &Arc<State>,
+    ctx: &mut Ctx<'_>,
+    ns: Option<&str>,
+    pod_name: &str,
+    b: &Value,
+) -> Result<(), ApiError> {
     let pods = resources::find("", "v1", "pods").ok_or_else(|| ApiError::internal("pods resource missing"))?;
     let node = b.pointer("/target/name").and_then(Value::as_str).unwrap_or("");
     if node.is_empty() {
@@ -156,7 +171,12 @@ pub(crate) async fn bind(state: &Arc<State>, ctx: &mut Ctx<'_>, ns: Option<&str>
             return Err(ApiError::conflict("", "pods", pod_name, "pod is being deleted, cannot be assigned to a host"));
         }
         if let Some(cur) = pod.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
-            return Err(ApiError::conflict("", "pods/binding", pod_name, &format!("pod {pod_name} is already assigned to node \"{cur}\"")));
+            return Err(ApiError::conflict(
+                "",
+                "pods/binding",
+                pod_name,
+                &format!("pod {pod_name} is already assigned to node \"{cur}\""),
+            ));
         }
         let mut new = pod.clone();
         new["spec"]["nodeName"] = json!(node);
@@ -194,5 +214,8 @@ pub async fn eviction(
     ctx.subresource = None;
     crate::disruption::check_eviction(&state.registry, info.namespace.as_deref(), &name).await?;
     state.registry.delete(ctx, &name, &opts).await?;
-    Ok(respond_json(StatusCode::CREATED, &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})))
+    Ok(respond_json(
+        StatusCode::CREATED,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+    ))
 }

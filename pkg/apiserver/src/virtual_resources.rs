@@ -103,7 +103,12 @@ pub async fn handle(
         "subjectaccessreviews" | "localsubjectaccessreviews" => {
             let subject = user_from_spec(&spec);
             if subject.name.is_empty() && subject.groups.is_empty() {
-                return Err(ApiError::invalid(res.group, res.kind, "", &[k1s_api::FieldError::invalid("spec.user", "", "at least one of user or group must be specified")]));
+                return Err(ApiError::invalid(
+                    res.group,
+                    res.kind,
+                    "",
+                    &[k1s_api::FieldError::invalid("spec.user", "", "at least one of user or group must be specified")],
+                ));
             }
             obj["status"] = access(state, &subject, &spec);
         }
@@ -142,7 +147,10 @@ pub async fn handle(
             };
             let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
             crate::subresources::bind(state, &mut ctx, info.namespace.as_deref(), &name, &obj).await?;
-            return Ok(respond_json(StatusCode::CREATED, &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})));
+            return Ok(respond_json(
+                StatusCode::CREATED,
+                &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+            ));
         }
         other => return Err(ApiError::method_not_allowed("POST", other)),
     }

@@ -38,9 +38,16 @@ impl Encoder {
             (Some((av, inc)), "ADDED" | "MODIFIED" | "DELETED") => {
                 let with_columns = !self.columns_sent;
                 self.columns_sent = true;
-                table::build(self.info, std::slice::from_ref(&obj), inc, av, with_columns, json!({
-                    "resourceVersion": object::resource_version(&obj).unwrap_or("")
-                }))
+                table::build(
+                    self.info,
+                    std::slice::from_ref(&obj),
+                    inc,
+                    av,
+                    with_columns,
+                    json!({
+                        "resourceVersion": object::resource_version(&obj).unwrap_or("")
+                    }),
+                )
             }
             _ => obj,
         };
@@ -77,7 +84,10 @@ pub fn start(
                 "meta.k8s.io",
                 "ListOptions",
                 "",
-                &[k1s_api::FieldError::forbidden("allowWatchBookmarks", "allowWatchBookmarks required when sendInitialEvents is true")],
+                &[k1s_api::FieldError::forbidden(
+                    "allowWatchBookmarks",
+                    "allowWatchBookmarks required when sendInitialEvents is true",
+                )],
             ));
         }
         if params.list.resource_version_match.as_deref() != Some("NotOlderThan") {
@@ -85,13 +95,18 @@ pub fn start(
                 "meta.k8s.io",
                 "ListOptions",
                 "",
-                &[k1s_api::FieldError::forbidden("resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")],
+                &[k1s_api::FieldError::forbidden(
+                    "resourceVersionMatch",
+                    "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                )],
             ));
         }
     }
     let start_rv = match params.list.resource_version.as_deref() {
         None | Some("") | Some("0") => None,
-        Some(s) => Some(s.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resource version \"{s}\"")))?),
+        Some(s) => {
+            Some(s.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resource version \"{s}\"")))?)
+        }
     };
     let (tx, rx) = mpsc::channel::<Bytes>(256);
     tokio::spawn(async move {
@@ -137,7 +152,11 @@ async fn run(
         (None, Some(_)) => false,
     };
     let from = if initial {
-        let page = registry.list(info, ns, &ListOptions { limit: 0, continue_token: None, resource_version: None, ..params.list.clone() })?;
+        let page = registry.list(
+            info,
+            ns,
+            &ListOptions { limit: 0, continue_token: None, resource_version: None, ..params.list.clone() },
+        )?;
         for obj in page.items {
             send(enc.frame("ADDED", obj)).await?;
         }

@@ -146,12 +146,16 @@ impl Pki {
         wanted.sort();
         wanted.dedup();
         pki.serving = match (read(&srv_crt)?, read(&srv_key)?) {
-            (Some(cert_pem), Some(key_pem)) if {
-                let mut have = cert_sans(&cert_pem, &srv_crt)?;
-                have.sort();
-                have.dedup();
-                have == wanted
-            } => CertPair { cert_pem, key_pem },
+            (Some(cert_pem), Some(key_pem))
+                if {
+                    let mut have = cert_sans(&cert_pem, &srv_crt)?;
+                    have.sort();
+                    have.dedup();
+                    have == wanted
+                } =>
+            {
+                CertPair { cert_pem, key_pem }
+            }
             _ => {
                 let mut p = leaf_params("kube-apiserver", &[]);
                 p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];

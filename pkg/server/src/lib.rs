@@ -47,7 +47,9 @@ pub enum ServerError {
 }
 
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "localhost".into())
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
 }
 
 /// Default node name: the hostname, lower-cased.
@@ -80,7 +82,8 @@ fn sd_notify_ready() {
 /// Runs k1s until `cancel` fires.
 pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), ServerError> {
     let server_dir = config.data_dir.join("server");
-    let mkdir = |p: &PathBuf| std::fs::create_dir_all(p).map_err(|source| ServerError::DataDir { path: p.clone(), source });
+    let mkdir =
+        |p: &PathBuf| std::fs::create_dir_all(p).map_err(|source| ServerError::DataDir { path: p.clone(), source });
     mkdir(&server_dir)?;
     let store = Store::open(&server_dir.join("db"), StoreOptions::default())?;
 
@@ -104,9 +107,10 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
                 key_pem: pki.serving.key_pem.clone(),
             },
             store: store.clone(),
-            advertise: config.advertise_address.map(|a| SocketAddr::new(a, 0).ip().to_string()).map(|ip| {
-                format!("{ip}:{}", config.https_listen_port)
-            }),
+            advertise: config
+                .advertise_address
+                .map(|a| SocketAddr::new(a, 0).ip().to_string())
+                .map(|ip| format!("{ip}:{}", config.https_listen_port)),
             bookmark_interval: config.bookmark_interval,
         },
         cancel.clone(),

@@ -175,10 +175,7 @@ impl Store {
     }
 
     pub fn stats(&self) -> Stats {
-        Stats {
-            writes: self.inner.writes.load(Ordering::Relaxed),
-            batches: self.inner.batches.load(Ordering::Relaxed),
-        }
+        Stats { writes: self.inner.writes.load(Ordering::Relaxed), batches: self.inner.batches.load(Ordering::Relaxed) }
     }
 
     /// Commits `ops` atomically (all succeed or none is applied); returns each op's resulting
@@ -214,7 +211,9 @@ impl Store {
         let raw = self.inner.db.get_pinned_cf(self.cf(CF_KV)?, key.as_bytes()).map_err(storage("get"))?;
         match raw {
             None => Ok(None),
-            Some(raw) => codec::decode_kv(key.as_bytes(), &raw).map(Some).ok_or_else(|| StoreError::Corrupt(key.into())),
+            Some(raw) => {
+                codec::decode_kv(key.as_bytes(), &raw).map(Some).ok_or_else(|| StoreError::Corrupt(key.into()))
+            }
         }
     }
 
@@ -427,16 +426,14 @@ fn commit(inner: &Inner, reqs: Vec<WriteReq>, wopts: &WriteOptions) {
                 Some((_, v)) => Ok(v.clone()),
                 None => match overlay.get(&key) {
                     Some(v) => Ok(v.clone()),
-                    None => inner
-                        .db
-                        .get_pinned_cf(kv_cf, key.as_bytes())
-                        .map_err(storage("read for write"))
-                        .and_then(|raw| match raw {
+                    None => inner.db.get_pinned_cf(kv_cf, key.as_bytes()).map_err(storage("read for write")).and_then(
+                        |raw| match raw {
                             None => Ok(None),
                             Some(raw) => codec::decode_kv(key.as_bytes(), &raw)
                                 .map(Some)
                                 .ok_or_else(|| StoreError::Corrupt(key.clone())),
-                        }),
+                        },
+                    ),
                 },
             };
             let existing = match existing {
@@ -507,7 +504,11 @@ fn commit(inner: &Inner, reqs: Vec<WriteReq>, wopts: &WriteOptions) {
         // Renumber is unnecessary: revisions were assigned in order and nothing failed.
         for (key, state) in staged {
             match &state {
-                Some(kv) => wb.put_cf(kv_cf, key.as_bytes(), codec::encode_kv(kv.create_revision, kv.mod_revision, kv.version, &kv.value)),
+                Some(kv) => wb.put_cf(
+                    kv_cf,
+                    key.as_bytes(),
+                    codec::encode_kv(kv.create_revision, kv.mod_revision, kv.version, &kv.value),
+                ),
                 None => wb.delete_cf(kv_cf, key.as_bytes()),
             }
             overlay.insert(key, state);

@@ -35,7 +35,10 @@ async fn failed_txn_writes_nothing_and_keeps_revision() {
     let s = open(dir.path());
     s.create("/r/a", b("1")).await.expect("create");
     let res = s
-        .txn(vec![Op::Create { key: "/r/b".into(), value: b("b") }, Op::Create { key: "/r/a".into(), value: b("again") }])
+        .txn(vec![
+            Op::Create { key: "/r/b".into(), value: b("b") },
+            Op::Create { key: "/r/a".into(), value: b("again") },
+        ])
         .await;
     assert!(matches!(res, Err(StoreError::AlreadyExists(_))));
     assert_eq!(s.get("/r/b").expect("get"), None);

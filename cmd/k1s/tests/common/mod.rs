@@ -126,7 +126,13 @@ impl Server {
 
     /// Runs kubectl with `stdin` as input.
     pub fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> Output {
-        let mut c = self.kubectl_cmd(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run kubectl");
+        let mut c = self
+            .kubectl_cmd(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run kubectl");
         c.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write stdin");
         c.wait_with_output().expect("kubectl output")
     }
@@ -168,7 +174,13 @@ impl Server {
     }
 
     /// A raw HTTPS request with the admin certificate: (status, body).
-    pub fn curl(&self, method: &str, path: &str, content_type: Option<&str>, body: Option<&Path>) -> (u16, serde_json::Value) {
+    pub fn curl(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: Option<&Path>,
+    ) -> (u16, serde_json::Value) {
         let tls = self.tls();
         let mut c = Command::new("curl");
         c.args(["-sS", "-o", "-", "-w", "\n%{http_code}", "-X", method])

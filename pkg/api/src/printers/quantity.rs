@@ -93,7 +93,7 @@ impl Quantity {
             self.mantissa.checked_mul(10u128.checked_pow(self.scale.unsigned_abs())?)
         } else {
             let div = 10u128.checked_pow(self.scale.unsigned_abs())?;
-            (self.mantissa % div == 0).then_some(self.mantissa / div)
+            self.mantissa.is_multiple_of(div).then_some(self.mantissa / div)
         }
     }
 }

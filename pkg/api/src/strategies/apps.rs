@@ -11,9 +11,9 @@ use crate::field::{FieldError, Path};
 use crate::strategy::{DynStrategy, Strategy, Typed};
 use k8s_openapi::api::apps::v1::{
     DaemonSet, DaemonSetSpec, DaemonSetStatus, DaemonSetUpdateStrategy, Deployment, DeploymentSpec, DeploymentStatus,
-    DeploymentStrategy as DeploymentStrategySpec, ReplicaSet, ReplicaSetSpec, ReplicaSetStatus, RollingUpdateDaemonSet, RollingUpdateDeployment,
-    RollingUpdateStatefulSetStrategy, StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec,
-    StatefulSetStatus, StatefulSetUpdateStrategy,
+    DeploymentStrategy as DeploymentStrategySpec, ReplicaSet, ReplicaSetSpec, ReplicaSetStatus, RollingUpdateDaemonSet,
+    RollingUpdateDeployment, RollingUpdateStatefulSetStrategy, StatefulSet,
+    StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec, StatefulSetStatus, StatefulSetUpdateStrategy,
 };
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -77,13 +77,17 @@ pub(crate) fn validate_replicated_template(t: &PodTemplateSpec, kind: &str, path
     let mut errs = pod_spec::validate_pod_template_spec(t, path);
     let spec = t.spec.clone().unwrap_or_default();
     let rp = spec.restart_policy.as_deref().unwrap_or_default();
-    if rp != "Always" && pod_spec::RESTART_POLICIES.contains(&rp) {
+    if rp != "Always" {
         errs.push(FieldError::not_supported(path.child("spec").child("restartPolicy"), rp, &["Always"]));
     }
     if let Some(ads) = spec.active_deadline_seconds {
         let p = path.child("spec").child("activeDeadlineSeconds");
         let detail = format!("activeDeadlineSeconds in {kind} is not Supported");
-        errs.push(if kind == "DaemonSet" { FieldError::invalid(p, ads, detail) } else { FieldError::forbidden(p, detail) });
+        errs.push(if kind == "DaemonSet" {
+            FieldError::invalid(p, ads, detail)
+        } else {
+            FieldError::forbidden(p, detail)
+        });
     }
     errs
 }
@@ -132,7 +136,8 @@ fn validate_deployment_strategy(s: &DeploymentStrategySpec, path: &Path) -> Vec<
             }
         }
         "RollingUpdate" => match &s.rolling_update {
-            None => errs.push(FieldError::required(path.child("rollingUpdate"), "this should be defaulted and never be nil")),
+            None => errs
+                .push(FieldError::required(path.child("rollingUpdate"), "this should be defaulted and never be nil")),
             Some(ru) => {
                 let rp = path.child("rollingUpdate");
                 errs.extend(validate_int_or_percent(ru.max_unavailable.as_ref(), &rp.child("maxUnavailable")));
@@ -153,7 +158,8 @@ fn validate_deployment_strategy(s: &DeploymentStrategySpec, path: &Path) -> Vec<
 }
 
 fn validate_deployment_spec(spec: &DeploymentSpec, path: &Path) -> Vec<FieldError> {
-    let mut errs = formats::validate_non_negative(i64::from(spec.replicas.unwrap_or_default()), &path.child("replicas"));
+    let mut errs =
+        formats::validate_non_negative(i64::from(spec.replicas.unwrap_or_default()), &path.child("replicas"));
     errs.extend(validate_selector(&spec.selector, &spec.template, path));
     errs.extend(validate_replicated_template(&spec.template, "ReplicaSet", &path.child("template")));
     errs.extend(validate_deployment_strategy(&spec.strategy.clone().unwrap_or_default(), &path.child("strategy")));
@@ -196,7 +202,8 @@ impl Strategy for DeploymentStrategy {
 
     fn prepare_for_update(&self, new: &mut Deployment, old: &Deployment) {
         // Annotation changes bump the generation too: they are copied to ReplicaSets.
-        if !semantic::equal(&new.spec, &old.spec) || !semantic::equal(&new.metadata.annotations, &old.metadata.annotations)
+        if !semantic::equal(&new.spec, &old.spec)
+            || !semantic::equal(&new.metadata.annotations, &old.metadata.annotations)
         {
             new.metadata.generation = Some(old.metadata.generation.unwrap_or_default() + 1);
         }
@@ -218,7 +225,8 @@ impl Strategy for DeploymentStrategy {
 pub struct ReplicaSetStrategy;
 
 fn validate_replica_set_spec(spec: &ReplicaSetSpec, path: &Path) -> Vec<FieldError> {
-    let mut errs = formats::validate_non_negative(i64::from(spec.replicas.unwrap_or_default()), &path.child("replicas"));
+    let mut errs =
+        formats::validate_non_negative(i64::from(spec.replicas.unwrap_or_default()), &path.child("replicas"));
     errs.extend(formats::validate_non_negative(
         i64::from(spec.min_ready_seconds.unwrap_or_default()),
         &path.child("minReadySeconds"),
@@ -284,11 +292,18 @@ fn validate_stateful_set_spec(spec: &StatefulSetSpec, path: &Path) -> Vec<FieldE
         "RollingUpdate" => {
             if let Some(ru) = &us.rolling_update {
                 let rp = us_path.child("rollingUpdate");
-                errs.extend(formats::validate_non_negative(i64::from(ru.partition.unwrap_or_default()), &rp.child("partition")));
+                errs.extend(formats::validate_non_negative(
+                    i64::from(ru.partition.unwrap_or_default()),
+                    &rp.child("partition"),
+                ));
                 if let Some(mu) = &ru.max_unavailable {
                     errs.extend(validate_int_or_percent(Some(mu), &rp.child("maxUnavailable")));
                     if int_or_percent_value(mu).0 == 0 {
-                        errs.push(FieldError::invalid(rp.child("maxUnavailable"), formats::to_value(mu), "must be greater than 0"));
+                        errs.push(FieldError::invalid(
+                            rp.child("maxUnavailable"),
+                            formats::to_value(mu),
+                            "must be greater than 0",
+                        ));
                     }
                 }
             }
@@ -336,8 +351,9 @@ impl Strategy for StatefulSetStrategy {
                 ru.partition.get_or_insert(0);
             }
         }
-        let policy =
-            spec.persistent_volume_claim_retention_policy.get_or_insert_with(StatefulSetPersistentVolumeClaimRetentionPolicy::default);
+        let policy = spec
+            .persistent_volume_claim_retention_policy
+            .get_or_insert_with(StatefulSetPersistentVolumeClaimRetentionPolicy::default);
         for v in [&mut policy.when_deleted, &mut policy.when_scaled] {
             if v.as_deref().unwrap_or_default().is_empty() {
                 *v = Some("Retain".into());
@@ -356,7 +372,7 @@ impl Strategy for StatefulSetStrategy {
     }
 
     fn prepare_for_create(&self, s: &mut StatefulSet) {
-        clear_status::<StatefulSetStatus>(&mut s.status);
+        s.status = Some(StatefulSetStatus { available_replicas: Some(0), ..Default::default() });
     }
 
     fn validate(&self, s: &StatefulSet) -> Vec<FieldError> {
@@ -429,7 +445,9 @@ fn template_generation(meta: &ObjectMeta) -> Option<i64> {
 }
 
 fn set_template_generation(meta: &mut ObjectMeta, generation: i64) {
-    meta.annotations.get_or_insert_with(BTreeMap::new).insert(TEMPLATE_GENERATION_ANNOTATION.into(), generation.to_string());
+    meta.annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(TEMPLATE_GENERATION_ANNOTATION.into(), generation.to_string());
 }
 
 impl Strategy for DaemonSetStrategy {
@@ -538,11 +556,12 @@ mod tests {
 
     #[test]
     fn selector_must_match_template_labels() {
-        let m = messages(&DeploymentStrategy.validate(&deployment("web", "api")));
-        assert_eq!(
-            m,
-            ["spec.template.metadata.labels: Invalid value: {\"app\":\"api\"}: `selector` does not match template `labels`"]
-        );
+        let errs = DeploymentStrategy.validate(&deployment("web", "api"));
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].field, "spec.template.metadata.labels");
+        assert_eq!(errs[0].kind, crate::field::FieldErrorType::Invalid);
+        assert_eq!(errs[0].value, Some(serde_json::json!({"app": "api"})));
+        assert_eq!(errs[0].detail, "`selector` does not match template `labels`");
         let mut none = deployment("web", "web");
         none.spec.as_mut().expect("spec").selector = LabelSelector::default();
         let m = messages(&DeploymentStrategy.validate(&none));
@@ -565,8 +584,13 @@ mod tests {
         });
         let m = messages(&DeploymentStrategy.validate(&d));
         assert!(m.contains(&"spec.replicas: Invalid value: -1: must be greater than or equal to 0".to_string()));
-        assert!(m.contains(&"spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported values: \"Always\"".to_string()));
-        assert!(m.contains(&"spec.strategy.rollingUpdate.maxUnavailable: Invalid value: \"0%\": may not be 0 when `maxSurge` is 0".to_string()));
+        assert!(m.contains(
+            &"spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported values: \"Always\"".to_string()
+        ));
+        assert!(m.contains(
+            &"spec.strategy.rollingUpdate.maxUnavailable: Invalid value: \"0%\": may not be 0 when `maxSurge` is 0"
+                .to_string()
+        ));
     }
 
     #[test]
@@ -574,7 +598,17 @@ mod tests {
         let old = deployment("web", "web");
         let mut new = old.clone();
         new.spec.as_mut().expect("spec").selector.match_labels.as_mut().expect("ml").insert("tier".into(), "x".into());
-        new.spec.as_mut().expect("spec").template.metadata.as_mut().expect("m").labels.as_mut().expect("l").insert("tier".into(), "x".into());
+        new.spec
+            .as_mut()
+            .expect("spec")
+            .template
+            .metadata
+            .as_mut()
+            .expect("m")
+            .labels
+            .as_mut()
+            .expect("l")
+            .insert("tier".into(), "x".into());
         let m = messages(&DeploymentStrategy.validate_update(&new, &old));
         assert_eq!(m.len(), 1);
         assert!(m[0].starts_with("spec.selector: Invalid value:") && m[0].ends_with("field is immutable"));
@@ -587,13 +621,24 @@ mod tests {
     #[test]
     fn replica_set_defaults_and_rules() {
         let mut rs = ReplicaSet {
-            spec: Some(ReplicaSetSpec { selector: selector("web"), template: Some(template("web")), ..Default::default() }),
+            spec: Some(ReplicaSetSpec {
+                selector: selector("web"),
+                template: Some(template("web")),
+                ..Default::default()
+            }),
             ..Default::default()
         };
         ReplicaSetStrategy.set_defaults(&mut rs);
         assert_eq!(rs.spec.as_ref().and_then(|s| s.replicas), Some(1));
         assert!(ReplicaSetStrategy.validate(&rs).is_empty());
-        rs.spec.as_mut().expect("spec").template.as_mut().and_then(|t| t.spec.as_mut()).expect("pod").active_deadline_seconds = Some(5);
+        rs.spec
+            .as_mut()
+            .expect("spec")
+            .template
+            .as_mut()
+            .and_then(|t| t.spec.as_mut())
+            .expect("pod")
+            .active_deadline_seconds = Some(5);
         assert_eq!(
             messages(&ReplicaSetStrategy.validate(&rs)),
             ["spec.template.spec.activeDeadlineSeconds: Forbidden: activeDeadlineSeconds in ReplicaSet is not Supported"]
@@ -629,7 +674,11 @@ mod tests {
     #[test]
     fn daemon_set_defaults_template_generation_and_rules() {
         let mut ds = DaemonSet {
-            spec: Some(DaemonSetSpec { selector: selector("agent"), template: template("agent"), ..Default::default() }),
+            spec: Some(DaemonSetSpec {
+                selector: selector("agent"),
+                template: template("agent"),
+                ..Default::default()
+            }),
             ..Default::default()
         };
         DaemonSetStrategy.set_defaults(&mut ds);
@@ -644,7 +693,9 @@ mod tests {
         DaemonSetStrategy.prepare_for_update(&mut new, &ds);
         assert_eq!(template_generation(&new.metadata), Some(2));
         let mut both = ds.clone();
-        if let Some(r) = both.spec.as_mut().and_then(|s| s.update_strategy.as_mut()).and_then(|u| u.rolling_update.as_mut()) {
+        if let Some(r) =
+            both.spec.as_mut().and_then(|s| s.update_strategy.as_mut()).and_then(|u| u.rolling_update.as_mut())
+        {
             r.max_surge = Some(IntOrString::Int(1));
         }
         assert_eq!(

@@ -27,7 +27,7 @@ pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
 pub const LEGACY_CONTROLLER_UID_LABEL: &str = "controller-uid";
 pub const LEGACY_JOB_NAME_LABEL: &str = "job-name";
 
-/// `SetDefaults_Job`'s spec part (also right for a CronJob's job template, minus labels).
+/// `SetDefaults_Job`'s spec part.
 fn set_job_spec_defaults(spec: &mut JobSpec) {
     if spec.completions.is_none() && spec.parallelism.is_none() {
         spec.completions = Some(1);
@@ -44,6 +44,8 @@ fn set_job_spec_defaults(spec: &mut JobSpec) {
         let policy = if spec.pod_failure_policy.is_some() { "Failed" } else { "TerminatingOrFailed" };
         spec.pod_replacement_policy = Some(policy.into());
     }
+    // Defaulted since v1.29 (kubernetes/kubernetes#120206).
+    spec.manual_selector.get_or_insert(false);
     for rule in spec.pod_failure_policy.iter_mut().flat_map(|p| p.rules.iter_mut()) {
         for pattern in rule.on_pod_conditions.iter_mut().flatten() {
             if pattern.status.as_deref().unwrap_or_default().is_empty() {
@@ -250,10 +252,18 @@ impl Strategy for JobStrategy {
         for (name, a, b) in [
             ("completionMode", formats::to_value(&n.completion_mode), formats::to_value(&o.completion_mode)),
             ("podFailurePolicy", formats::to_value(&n.pod_failure_policy), formats::to_value(&o.pod_failure_policy)),
-            ("backoffLimitPerIndex", formats::to_value(&n.backoff_limit_per_index), formats::to_value(&o.backoff_limit_per_index)),
+            (
+                "backoffLimitPerIndex",
+                formats::to_value(&n.backoff_limit_per_index),
+                formats::to_value(&o.backoff_limit_per_index),
+            ),
             ("managedBy", formats::to_value(&n.managed_by), formats::to_value(&o.managed_by)),
             ("successPolicy", formats::to_value(&n.success_policy), formats::to_value(&o.success_policy)),
-            ("podReplacementPolicy", formats::to_value(&n.pod_replacement_policy), formats::to_value(&o.pod_replacement_policy)),
+            (
+                "podReplacementPolicy",
+                formats::to_value(&n.pod_replacement_policy),
+                formats::to_value(&o.pod_replacement_policy),
+            ),
         ] {
             errs.extend(formats::validate_immutable(&a, &b, &path.child(name)));
         }
@@ -273,7 +283,11 @@ impl Strategy for JobStrategy {
             }
         }
         if !semantic::equal(&n.template, &old_template) {
-            errs.push(FieldError::invalid(path.child("template"), formats::to_value(&n.template), "field is immutable"));
+            errs.push(FieldError::invalid(
+                path.child("template"),
+                formats::to_value(&n.template),
+                "field is immutable",
+            ));
         }
         errs
     }
@@ -365,7 +379,11 @@ impl CronJobStrategy {
         let job_spec = spec.job_template.spec.clone().unwrap_or_default();
         errs.extend(validate_job_spec_common(&job_spec, &jp));
         if let Some(sel) = &job_spec.selector {
-            errs.push(FieldError::invalid(jp.child("selector"), formats::to_value(sel), "`selector` will be auto-generated"));
+            errs.push(FieldError::invalid(
+                jp.child("selector"),
+                formats::to_value(sel),
+                "`selector` will be auto-generated",
+            ));
         }
         if job_spec.manual_selector == Some(true) {
             errs.push(FieldError::not_supported(jp.child("manualSelector"), true, &["nil", "false"]));
@@ -405,7 +423,11 @@ impl Strategy for CronJobStrategy {
         let mut errs = Vec::new();
         let name = cj.metadata.name.as_deref().unwrap_or_default();
         if name.len() > 52 {
-            errs.push(FieldError::invalid(Path::new("metadata").child("name"), name, "must be no more than 52 characters"));
+            errs.push(FieldError::invalid(
+                Path::new("metadata").child("name"),
+                name,
+                "must be no more than 52 characters",
+            ));
         }
         errs.extend(Self::validate_spec(cj, None));
         errs
@@ -457,7 +479,7 @@ mod tests {
         assert_eq!(spec.completion_mode.as_deref(), Some("NonIndexed"));
         assert_eq!(spec.suspend, Some(false));
         assert_eq!(spec.pod_replacement_policy.as_deref(), Some("TerminatingOrFailed"));
-        assert!(spec.manual_selector.is_none());
+        assert_eq!(spec.manual_selector, Some(false));
         let labels = spec.template.metadata.as_ref().and_then(|m| m.labels.clone()).expect("labels");
         assert_eq!(labels[CONTROLLER_UID_LABEL], "uid-1");
         assert_eq!(labels[LEGACY_CONTROLLER_UID_LABEL], "uid-1");
@@ -493,24 +515,33 @@ mod tests {
     fn manual_selector_must_match_and_generated_selector_is_checked() {
         let mut j = Job {
             metadata: ObjectMeta { name: Some("m".into()), uid: Some("u".into()), ..Default::default() },
-            spec: Some(JobSpec { template: template(Some("Never")), manual_selector: Some(true), ..Default::default() }),
+            spec: Some(JobSpec {
+                template: template(Some("Never")),
+                manual_selector: Some(true),
+                ..Default::default()
+            }),
             status: None,
         };
         JobStrategy.set_defaults(&mut j);
         JobStrategy.prepare_for_create(&mut j);
         assert_eq!(messages(&JobStrategy.validate(&j)), ["spec.selector: Required value"]);
         let mut wrong = job(Some("Never"));
-        wrong.spec.as_mut().expect("spec").selector =
-            Some(LabelSelector { match_labels: Some(BTreeMap::from([("job-name".to_string(), "pi".to_string())])), ..Default::default() });
+        wrong.spec.as_mut().expect("spec").selector = Some(LabelSelector {
+            match_labels: Some(BTreeMap::from([("job-name".to_string(), "pi".to_string())])),
+            ..Default::default()
+        });
         let m = messages(&JobStrategy.validate(&wrong));
-        assert!(m.iter().any(|s| s.starts_with("spec.selector: Invalid value") && s.ends_with("`selector` not auto-generated")));
+        assert!(m
+            .iter()
+            .any(|s| s.starts_with("spec.selector: Invalid value") && s.ends_with("`selector` not auto-generated")));
     }
 
     #[test]
     fn job_selector_and_template_are_immutable() {
         let old = job(Some("Never"));
         let mut new = old.clone();
-        new.spec.as_mut().expect("spec").template.spec.as_mut().expect("pod").containers[0].image = Some("perl:2".into());
+        new.spec.as_mut().expect("spec").template.spec.as_mut().expect("pod").containers[0].image =
+            Some("perl:2".into());
         let m = messages(&JobStrategy.validate_update(&new, &old));
         assert_eq!(m.len(), 1);
         assert!(m[0].starts_with("spec.template: Invalid value:") && m[0].ends_with("field is immutable"));

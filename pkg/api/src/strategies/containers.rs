@@ -610,13 +610,25 @@ mod tests {
     #[test]
     fn names_images_and_duplicates() {
         let vols = BTreeSet::new();
-        let errs = validate_containers(&[ctr("web", ""), ctr("web", "x"), ctr("Bad_Name", "x")], &ctx(&vols), &Path::new("spec").child("containers"));
+        let errs = validate_containers(
+            &[ctr("web", ""), ctr("web", "x"), ctr("Bad_Name", "x")],
+            &ctx(&vols),
+            &Path::new("spec").child("containers"),
+        );
         let m = messages(&errs);
         assert!(m.contains(&"spec.containers[0].image: Required value".to_string()));
         assert!(m.contains(&"spec.containers[1].name: Duplicate value: \"web\"".to_string()));
         assert!(m.iter().any(|s| s.starts_with("spec.containers[2].name: Invalid value: \"Bad_Name\"")));
-        assert_eq!(messages(&validate_containers(&[], &ctx(&vols), &Path::new("spec").child("containers"))), ["spec.containers: Required value"]);
-        let errs = validate_init_containers(&[ctr("web", "x")], &[ctr("web", "y")], &ctx(&vols), &Path::new("spec").child("initContainers"));
+        assert_eq!(
+            messages(&validate_containers(&[], &ctx(&vols), &Path::new("spec").child("containers"))),
+            ["spec.containers: Required value"]
+        );
+        let errs = validate_init_containers(
+            &[ctr("web", "x")],
+            &[ctr("web", "y")],
+            &ctx(&vols),
+            &Path::new("spec").child("initContainers"),
+        );
         assert_eq!(messages(&errs), ["spec.initContainers[0].name: Duplicate value: \"web\""]);
     }
 
@@ -624,14 +636,27 @@ mod tests {
     fn ports_are_checked() {
         let mut c = ctr("web", "nginx");
         c.ports = Some(vec![
-            ContainerPort { container_port: 0, name: Some("http".into()), protocol: Some("TCP".into()), ..Default::default() },
-            ContainerPort { container_port: 70000, name: Some("http".into()), protocol: Some("ICMP".into()), ..Default::default() },
+            ContainerPort {
+                container_port: 0,
+                name: Some("http".into()),
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            },
+            ContainerPort {
+                container_port: 70000,
+                name: Some("http".into()),
+                protocol: Some("ICMP".into()),
+                ..Default::default()
+            },
         ]);
         let vols = BTreeSet::new();
         let m = messages(&validate_containers(&[c], &ctx(&vols), &Path::new("spec").child("containers")));
         assert!(m.contains(&"spec.containers[0].ports[0].containerPort: Required value".to_string()));
         assert!(m.contains(&"spec.containers[0].ports[1].name: Duplicate value: \"http\"".to_string()));
-        assert!(m.contains(&"spec.containers[0].ports[1].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive".to_string()));
+        assert!(m.contains(
+            &"spec.containers[0].ports[1].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive"
+                .to_string()
+        ));
         assert!(m.contains(&"spec.containers[0].ports[1].protocol: Unsupported value: \"ICMP\": supported values: \"SCTP\", \"TCP\", \"UDP\"".to_string()));
     }
 
@@ -650,12 +675,18 @@ mod tests {
             },
             EnvVar { name: "E".into(), value_from: Some(EnvVarSource::default()), ..Default::default() },
         ]);
-        c.volume_mounts = Some(vec![VolumeMount { name: "data".into(), mount_path: "/d".into(), ..Default::default() }]);
+        c.volume_mounts =
+            Some(vec![VolumeMount { name: "data".into(), mount_path: "/d".into(), ..Default::default() }]);
         let vols = BTreeSet::new();
         let m = messages(&validate_containers(&[c], &ctx(&vols), &Path::new("spec").child("containers")));
         assert!(m.contains(&"spec.containers[0].env[0].name: Invalid value: \"A=B\": a valid environment variable name must consist only of printable ASCII characters other than '='".to_string()));
-        assert!(m.contains(&"spec.containers[0].env[1].valueFrom: Invalid value: \"\": may not be specified when `value` is not empty".to_string()));
-        assert!(m.iter().any(|s| s.starts_with("spec.containers[0].env[2].valueFrom: Invalid value: \"\": must specify one of")));
+        assert!(m.contains(
+            &"spec.containers[0].env[1].valueFrom: Invalid value: \"\": may not be specified when `value` is not empty"
+                .to_string()
+        ));
+        assert!(m
+            .iter()
+            .any(|s| s.starts_with("spec.containers[0].env[2].valueFrom: Invalid value: \"\": must specify one of")));
         assert!(m.contains(&"spec.containers[0].volumeMounts[0].name: Not found: \"data\"".to_string()));
     }
 
@@ -664,15 +695,24 @@ mod tests {
         let mut c = ctr("web", "nginx");
         c.resources = Some(ResourceRequirements {
             limits: Some(BTreeMap::from([("cpu".to_string(), Q("500m".into()))])),
-            requests: Some(BTreeMap::from([("cpu".to_string(), Q("1".into())), ("memory".to_string(), Q("-1".into()))])),
+            requests: Some(BTreeMap::from([
+                ("cpu".to_string(), Q("1".into())),
+                ("memory".to_string(), Q("-1".into())),
+            ])),
             ..Default::default()
         });
         let vols = BTreeSet::new();
         let m = messages(&validate_containers(&[c], &ctx(&vols), &Path::new("spec").child("containers")));
         assert!(m.contains(&"spec.containers[0].resources.requests: Invalid value: \"1\": must be less than or equal to cpu limit of 500m".to_string()));
-        assert!(m.contains(&"spec.containers[0].resources.requests[memory]: Invalid value: \"-1\": must be greater than or equal to 0".to_string()));
+        assert!(m.contains(
+            &"spec.containers[0].resources.requests[memory]: Invalid value: \"-1\": must be greater than or equal to 0"
+                .to_string()
+        ));
         let mut d = ctr("web", "nginx");
-        d.resources = Some(ResourceRequirements { limits: Some(BTreeMap::from([("memory".to_string(), Q("1Gi".into()))])), ..Default::default() });
+        d.resources = Some(ResourceRequirements {
+            limits: Some(BTreeMap::from([("memory".to_string(), Q("1Gi".into()))])),
+            ..Default::default()
+        });
         default_requests_to_limits(&mut d);
         assert_eq!(d.resources.and_then(|r| r.requests).map(|r| r["memory"].0.clone()).as_deref(), Some("1Gi"));
     }

@@ -43,11 +43,15 @@ fn err(msg: String) -> CronError {
 }
 
 fn must_parse_int(expr: &str) -> Result<u32, CronError> {
-    let n: i64 = expr.parse().map_err(|_| err(format!("failed to parse int from {expr}: strconv.Atoi: parsing \"{expr}\": invalid syntax")))?;
+    let n: i64 = expr.parse().map_err(|_| {
+        err(format!("failed to parse int from {expr}: strconv.Atoi: parsing \"{expr}\": invalid syntax"))
+    })?;
     if n < 0 {
         return Err(err(format!("negative number ({n}) not allowed: {expr}")));
     }
-    u32::try_from(n).map_err(|_| err(format!("failed to parse int from {expr}: strconv.Atoi: parsing \"{expr}\": value out of range")))
+    u32::try_from(n).map_err(|_| {
+        err(format!("failed to parse int from {expr}: strconv.Atoi: parsing \"{expr}\": value out of range"))
+    })
 }
 
 fn parse_int_or_name(expr: &str, b: &Bounds) -> Result<u32, CronError> {
@@ -170,9 +174,9 @@ pub fn parse(spec: &str) -> Result<Schedule, CronError> {
             "@hourly" => "0 * * * *",
             _ => {
                 if let Some(d) = spec.strip_prefix("@every ") {
-                    return parse_duration(d)
-                        .map(Schedule::Every)
-                        .ok_or_else(|| err(format!("failed to parse duration {spec}: time: invalid duration \"{d}\"")));
+                    return parse_duration(d).map(Schedule::Every).ok_or_else(|| {
+                        err(format!("failed to parse duration {spec}: time: invalid duration \"{d}\""))
+                    });
                 }
                 return Err(err(format!("unrecognized descriptor: {spec}")));
             }
@@ -234,7 +238,15 @@ mod tests {
 
     #[test]
     fn standard_schedules_parse() {
-        for s in ["*/5 * * * *", "0 0 * * 0", "15 3 1-15/2 jan,JUL mon-fri", "@hourly", "@daily", "0 0 ? * *", "@every 1h30m"] {
+        for s in [
+            "*/5 * * * *",
+            "0 0 * * 0",
+            "15 3 1-15/2 jan,JUL mon-fri",
+            "@hourly",
+            "@daily",
+            "0 0 ? * *",
+            "@every 1h30m",
+        ] {
             assert!(parse(s).is_ok(), "{s}");
         }
     }
@@ -244,7 +256,10 @@ mod tests {
         assert_eq!(parse("* * *").map_err(|e| e.0), Err("expected exactly 5 fields, found 3: [* * *]".to_string()));
         assert_eq!(parse("60 * * * *").map_err(|e| e.0), Err("end of range (60) above maximum (59): 60".to_string()));
         assert_eq!(parse("* * 0 * *").map_err(|e| e.0), Err("beginning of range (0) below minimum (1): 0".to_string()));
-        assert_eq!(parse("5-1 * * * *").map_err(|e| e.0), Err("beginning of range (5) beyond end of range (1): 5-1".to_string()));
+        assert_eq!(
+            parse("5-1 * * * *").map_err(|e| e.0),
+            Err("beginning of range (5) beyond end of range (1): 5-1".to_string())
+        );
         assert_eq!(parse("@fortnightly").map_err(|e| e.0), Err("unrecognized descriptor: @fortnightly".to_string()));
         assert_eq!(
             parse("x * * * *").map_err(|e| e.0),
@@ -261,6 +276,9 @@ mod tests {
         let weekdays = parse("0 9 * * mon").expect("parses");
         // 2024-05-01 is a Wednesday; the next Monday is 2024-05-06.
         assert_eq!(weekdays.next_after(t), Some(date(2024, 5, 6).at(9, 0, 0, 0)));
-        assert_eq!(parse("*/15 * * * *").expect("parses").next_after(date(2024, 1, 1).at(0, 7, 12, 0)), Some(date(2024, 1, 1).at(0, 15, 0, 0)));
+        assert_eq!(
+            parse("*/15 * * * *").expect("parses").next_after(date(2024, 1, 1).at(0, 7, 12, 0)),
+            Some(date(2024, 1, 1).at(0, 15, 0, 0))
+        );
     }
 }

@@ -75,7 +75,9 @@ pub fn env_var_name(s: &str) -> Vec<String> {
         errs.push("environment variable name must be non-empty".to_string());
     }
     if s.chars().any(|c| !(' '..='~').contains(&c) || c == '=') {
-        errs.push("a valid environment variable name must consist only of printable ASCII characters other than '='".into());
+        errs.push(
+            "a valid environment variable name must consist only of printable ASCII characters other than '='".into(),
+        );
     }
     errs
 }
@@ -311,7 +313,10 @@ mod tests {
             validate_enum(Some("B"), &["A"], &p)[0].to_string(),
             "spec.x: Unsupported value: \"B\": supported values: \"A\""
         );
-        assert_eq!(validate_immutable(&"b", &"a", &p)[0].to_string(), "spec.x: Invalid value: \"b\": field is immutable");
+        assert_eq!(
+            validate_immutable(&"b", &"a", &p)[0].to_string(),
+            "spec.x: Invalid value: \"b\": field is immutable"
+        );
         assert!(percent("25%").is_empty());
         assert_eq!(percent("25").len(), 1);
     }

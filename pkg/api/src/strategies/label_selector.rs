@@ -109,6 +109,9 @@ mod tests {
         assert_eq!(fields[0].split(':').next(), Some("spec.selector.matchLabels"));
         assert!(fields.contains(&"spec.selector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'".to_string()));
         assert!(fields.contains(&"spec.selector.matchExpressions[1].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'".to_string()));
-        assert!(fields.contains(&"spec.selector.matchExpressions[2].operator: Invalid value: \"Near\": not a valid selector operator".to_string()));
+        assert!(fields.contains(
+            &"spec.selector.matchExpressions[2].operator: Invalid value: \"Near\": not a valid selector operator"
+                .to_string()
+        ));
     }
 }

@@ -58,8 +58,11 @@ fn validate_positive_quantity(q: &str, path: &Path) -> Vec<FieldError> {
 
 /// `ValidatePersistentVolumeClaimSpec`.
 pub fn validate_claim_spec(spec: &PersistentVolumeClaimSpec, path: &Path) -> Vec<FieldError> {
-    let mut errs =
-        validate_access_modes(spec.access_modes.as_ref(), &path.child("accessModes"), "at least 1 access mode is required");
+    let mut errs = validate_access_modes(
+        spec.access_modes.as_ref(),
+        &path.child("accessModes"),
+        "at least 1 access mode is required",
+    );
     if let Some(sel) = &spec.selector {
         errs.extend(label_selector::validate(sel, &path.child("selector")));
     }
@@ -126,7 +129,8 @@ impl Strategy for PersistentVolumeClaimStrategy {
         let bound = new.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
         if bound {
             // A bound claim may change its storage request (expansion), checked below.
-            let old_storage = old_clone.resources.as_ref().and_then(|r| r.requests.as_ref()).and_then(|r| r.get("storage")).cloned();
+            let old_storage =
+                old_clone.resources.as_ref().and_then(|r| r.requests.as_ref()).and_then(|r| r.get("storage")).cloned();
             if let Some(reqs) = new_clone.resources.as_mut().and_then(|r| r.requests.as_mut()) {
                 match old_storage {
                     Some(q) => reqs.insert("storage".into(), q),
@@ -151,7 +155,11 @@ impl Strategy for PersistentVolumeClaimStrategy {
                 ));
             }
         }
-        errs.extend(formats::validate_immutable(&new_spec.volume_mode, &old_spec.volume_mode, &Path::new("volumeMode")));
+        errs.extend(formats::validate_immutable(
+            &new_spec.volume_mode,
+            &old_spec.volume_mode,
+            &Path::new("volumeMode"),
+        ));
         errs
     }
 }
@@ -271,7 +279,11 @@ impl Strategy for PersistentVolumeStrategy {
             if n.path.is_empty() {
                 errs.push(FieldError::required(path.child("nfs").child("path"), ""));
             } else if !n.path.starts_with('/') {
-                errs.push(FieldError::invalid(path.child("nfs").child("path"), n.path.as_str(), "must be an absolute path"));
+                errs.push(FieldError::invalid(
+                    path.child("nfs").child("path"),
+                    n.path.as_str(),
+                    "must be an absolute path",
+                ));
             }
         }
         if let Some(c) = &spec.csi {
@@ -346,7 +358,10 @@ mod tests {
         let mut p = pvc("1024Mi");
         let spec = p.spec.as_ref().expect("spec");
         assert_eq!(spec.volume_mode.as_deref(), Some("Filesystem"));
-        assert_eq!(spec.resources.as_ref().and_then(|r| r.requests.as_ref()).map(|r| r["storage"].0.as_str()), Some("1Gi"));
+        assert_eq!(
+            spec.resources.as_ref().and_then(|r| r.requests.as_ref()).map(|r| r["storage"].0.as_str()),
+            Some("1Gi")
+        );
         PersistentVolumeClaimStrategy.prepare_for_create(&mut p);
         assert_eq!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Pending"));
         assert!(PersistentVolumeClaimStrategy.validate(&p).is_empty());
@@ -362,7 +377,9 @@ mod tests {
         let m = messages(&PersistentVolumeClaimStrategy.validate(&p));
         assert!(m.contains(&"spec.accessModes: Required value: at least 1 access mode is required".to_string()));
         assert!(m.contains(&"spec.resources[storage]: Invalid value: \"0\": must be greater than zero".to_string()));
-        assert!(m.contains(&"spec.volumeMode: Unsupported value: \"Raw\": supported values: \"Block\", \"Filesystem\"".to_string()));
+        assert!(m.contains(
+            &"spec.volumeMode: Unsupported value: \"Raw\": supported values: \"Block\", \"Filesystem\"".to_string()
+        ));
     }
 
     #[test]
@@ -403,12 +420,17 @@ mod tests {
         if let Some(s) = none.spec.as_mut() {
             s.host_path = None;
         }
-        assert_eq!(messages(&PersistentVolumeStrategy.validate(&none)), ["spec: Required value: must specify a volume type"]);
+        assert_eq!(
+            messages(&PersistentVolumeStrategy.validate(&none)),
+            ["spec: Required value: must specify a volume type"]
+        );
         let mut moved = pv.clone();
         if let Some(h) = moved.spec.as_mut().and_then(|s| s.host_path.as_mut()) {
             h.path = "/other".into();
         }
         let m = messages(&PersistentVolumeStrategy.validate_update(&moved, &pv));
-        assert!(m[0].starts_with("spec.persistentvolumesource: Forbidden: spec.persistentvolumesource is immutable after creation"));
+        assert!(m[0].starts_with(
+            "spec.persistentvolumesource: Forbidden: spec.persistentvolumesource is immutable after creation"
+        ));
     }
 }

@@ -83,7 +83,10 @@ fn only_added_tolerations(new: &[Toleration], old: &[Toleration], path: &Path) -
             semantic::equal(&o, n)
         });
         if !found {
-            return vec![FieldError::forbidden(path, "existing toleration can not be modified except its tolerationSeconds")];
+            return vec![FieldError::forbidden(
+                path,
+                "existing toleration can not be modified except its tolerationSeconds",
+            )];
         }
     }
     Vec::new()
@@ -100,10 +103,82 @@ fn container_updates(new: &[Container], old: &[Container], path: &Path) -> (Vec<
             errs.push(FieldError::required(path.index(i).child("image"), ""));
         }
         if image.trim() != image {
-            errs.push(FieldError::invalid(path.index(i).child("image"), image, "must not have leading or trailing whitespace"));
+            errs.push(FieldError::invalid(
+                path.index(i).child("image"),
+                image,
+                "must not have leading or trailing whitespace",
+            ));
         }
     }
     (errs, false)
+}
+
+/// Ephemeral containers (added through `pods/ephemeralcontainers`, as `kubectl debug` does): existing
+/// ones never change, new ones carry only the fields upstream allows.
+fn validate_ephemeral_update(new: &PodSpec, old: &PodSpec, path: &Path) -> Vec<FieldError> {
+    let p = path.child("ephemeralContainers");
+    let new_e = new.ephemeral_containers.as_deref().unwrap_or_default();
+    let old_e = old.ephemeral_containers.as_deref().unwrap_or_default();
+    let mut errs = Vec::new();
+    for o in old_e {
+        match new_e.iter().find(|n| n.name == o.name) {
+            None => errs.push(FieldError::forbidden(
+                &p,
+                format!("existing ephemeral containers {:?} may not be removed\n", o.name),
+            )),
+            Some(n) if !semantic::equal(n, o) => errs.push(FieldError::forbidden(
+                &p,
+                format!(
+                    "existing ephemeral containers {:?} may not be changed\n{}",
+                    o.name,
+                    semantic::diff_text("core.EphemeralContainer", o, n)
+                ),
+            )),
+            Some(_) => {}
+        }
+    }
+    let targets: Vec<&str> =
+        new.containers.iter().chain(new.init_containers.iter().flatten()).map(|c| c.name.as_str()).collect();
+    let mut names: Vec<&str> = targets.clone();
+    for (i, e) in new_e.iter().enumerate() {
+        let ip = p.index(i);
+        if old_e.iter().any(|o| o.name == e.name) {
+            names.push(e.name.as_str());
+            continue;
+        }
+        if e.name.is_empty() {
+            errs.push(FieldError::required(ip.child("name"), ""));
+        } else {
+            errs.extend(super::formats::validate_dns_label(&e.name, &ip.child("name")));
+        }
+        if names.contains(&e.name.as_str()) {
+            errs.push(FieldError::duplicate(ip.child("name"), e.name.as_str()));
+        }
+        names.push(e.name.as_str());
+        if e.image.as_deref().unwrap_or_default().is_empty() {
+            errs.push(FieldError::required(ip.child("image"), ""));
+        }
+        for (field, set) in [
+            ("ports", e.ports.as_ref().is_some_and(|p| !p.is_empty())),
+            ("livenessProbe", e.liveness_probe.is_some()),
+            ("readinessProbe", e.readiness_probe.is_some()),
+            ("startupProbe", e.startup_probe.is_some()),
+            ("lifecycle", e.lifecycle.is_some()),
+            ("resources", e.resources.as_ref().is_some_and(|r| !semantic::equal(r, &Default::default()))),
+            ("restartPolicy", e.restart_policy.is_some()),
+            ("volumeDevices", e.volume_devices.as_ref().is_some_and(|v| !v.is_empty())),
+        ] {
+            if set {
+                errs.push(FieldError::forbidden(ip.child(field), "cannot be set for an Ephemeral Container"));
+            }
+        }
+        if let Some(t) = e.target_container_name.as_deref().filter(|t| !t.is_empty()) {
+            if !targets.contains(&t) {
+                errs.push(FieldError::not_found(ip.child("targetContainerName"), t));
+            }
+        }
+    }
+    errs
 }
 
 impl Strategy for PodStrategy {
@@ -128,7 +203,8 @@ impl Strategy for PodStrategy {
         if spec.priority.is_some() && spec.preemption_policy.is_none() {
             spec.preemption_policy = Some("PreemptLowerPriority".into());
         }
-        let mut status = PodStatus { phase: Some("Pending".into()), qos_class: Some(qos_class(spec).into()), ..Default::default() };
+        let mut status =
+            PodStatus { phase: Some("Pending".into()), qos_class: Some(qos_class(spec).into()), ..Default::default() };
         if spec.scheduling_gates.as_ref().is_some_and(|g| !g.is_empty()) {
             status.conditions = Some(vec![PodCondition {
                 type_: "PodScheduled".into(),
@@ -201,6 +277,7 @@ impl Strategy for PodStrategy {
                 ));
             }
         }
+        errs.extend(validate_ephemeral_update(&new_spec, &old_spec, &path));
         if semantic::equal(&new_spec, &old_spec) {
             return errs;
         }
@@ -214,7 +291,10 @@ impl Strategy for PodStrategy {
         munged.active_deadline_seconds = old_spec.active_deadline_seconds;
         munged.scheduling_gates = old_spec.scheduling_gates.clone();
         munged.tolerations = old_spec.tolerations.clone();
-        if old_spec.termination_grace_period_seconds.is_some_and(|g| g < 0) && munged.termination_grace_period_seconds == Some(1) {
+        munged.ephemeral_containers = old_spec.ephemeral_containers.clone();
+        if old_spec.termination_grace_period_seconds.is_some_and(|g| g < 0)
+            && munged.termination_grace_period_seconds == Some(1)
+        {
             munged.termination_grace_period_seconds = old_spec.termination_grace_period_seconds;
         }
         // Binding sets the node name once; after that it may not change.
@@ -302,7 +382,8 @@ mod tests {
         new.spec.as_mut().expect("spec").restart_policy = Some("Never".into());
         let m = messages(&PodStrategy.validate_update(&new, &old));
         assert_eq!(m.len(), 1);
-        assert!(m[0].starts_with("spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`"));
+        assert!(m[0]
+            .starts_with("spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`"));
         assert!(m[0].contains("restartPolicy"));
     }
 
@@ -324,13 +405,55 @@ mod tests {
         let mut more = old.clone();
         let extra = more.spec.as_ref().expect("spec").containers[0].clone();
         more.spec.as_mut().expect("spec").containers.push(Container { name: "two".into(), ..extra });
-        assert_eq!(messages(&PodStrategy.validate_update(&more, &old)), ["spec.containers: Forbidden: pod updates may not add or remove containers"]);
+        assert_eq!(
+            messages(&PodStrategy.validate_update(&more, &old)),
+            ["spec.containers: Forbidden: pod updates may not add or remove containers"]
+        );
         let mut tol = old.clone();
-        tol.spec.as_mut().expect("spec").tolerations = Some(vec![Toleration { operator: Some("Exists".into()), ..Default::default() }]);
+        tol.spec.as_mut().expect("spec").tolerations =
+            Some(vec![Toleration { operator: Some("Exists".into()), ..Default::default() }]);
         assert!(PodStrategy.validate_update(&tol, &old).is_empty());
         let removed = old.clone();
         let m = messages(&PodStrategy.validate_update(&removed, &tol));
-        assert_eq!(m, ["spec.tolerations: Forbidden: existing toleration can not be modified except its tolerationSeconds"]);
+        assert_eq!(
+            m,
+            ["spec.tolerations: Forbidden: existing toleration can not be modified except its tolerationSeconds"]
+        );
+    }
+
+    #[test]
+    fn ephemeral_containers_may_only_be_added() {
+        use k8s_openapi::api::core::v1::{ContainerPort, EphemeralContainer};
+        let old = created("nginx");
+        let mut debugged = old.clone();
+        debugged.spec.as_mut().expect("spec").ephemeral_containers = Some(vec![EphemeralContainer {
+            name: "debugger".into(),
+            image: Some("busybox".into()),
+            target_container_name: Some("app".into()),
+            ..Default::default()
+        }]);
+        assert!(PodStrategy.validate_update(&debugged, &old).is_empty());
+        let mut bad = old.clone();
+        bad.spec.as_mut().expect("spec").ephemeral_containers = Some(vec![EphemeralContainer {
+            name: "app".into(),
+            image: Some("busybox".into()),
+            ports: Some(vec![ContainerPort { container_port: 80, ..Default::default() }]),
+            target_container_name: Some("nope".into()),
+            ..Default::default()
+        }]);
+        assert_eq!(
+            messages(&PodStrategy.validate_update(&bad, &old)),
+            [
+                "spec.ephemeralContainers[0].name: Duplicate value: \"app\"",
+                "spec.ephemeralContainers[0].ports: Forbidden: cannot be set for an Ephemeral Container",
+                "spec.ephemeralContainers[0].targetContainerName: Not found: \"nope\""
+            ]
+        );
+        let m = messages(&PodStrategy.validate_update(&old, &debugged));
+        assert_eq!(
+            m,
+            ["spec.ephemeralContainers: Forbidden: existing ephemeral containers \"debugger\" may not be removed\n"]
+        );
     }
 
     #[test]
@@ -341,6 +464,9 @@ mod tests {
         new.spec.as_mut().expect("spec").active_deadline_seconds = Some(50);
         assert!(PodStrategy.validate_update(&new, &old).is_empty());
         new.spec.as_mut().expect("spec").active_deadline_seconds = Some(200);
-        assert_eq!(messages(&PodStrategy.validate_update(&new, &old)), ["spec.activeDeadlineSeconds: Invalid value: 200: must be less than or equal to previous value"]);
+        assert_eq!(
+            messages(&PodStrategy.validate_update(&new, &old)),
+            ["spec.activeDeadlineSeconds: Invalid value: 200: must be less than or equal to previous value"]
+        );
     }
 }

@@ -29,8 +29,10 @@ pub fn set_pod_spec_defaults(spec: &mut PodSpec) {
     spec.termination_grace_period_seconds.get_or_insert(30);
     set_if_empty(&mut spec.scheduler_name, "default-scheduler");
     // The deprecated `serviceAccount` mirrors `serviceAccountName` (v1 conversion).
-    match (spec.service_account_name.as_deref().unwrap_or_default(), spec.service_account.as_deref().unwrap_or_default())
-    {
+    match (
+        spec.service_account_name.as_deref().unwrap_or_default(),
+        spec.service_account.as_deref().unwrap_or_default(),
+    ) {
         ("", "") => {}
         ("", old) => spec.service_account_name = Some(old.to_string()),
         (name, _) => spec.service_account = Some(name.to_string()),
@@ -112,7 +114,11 @@ pub fn validate_tolerations(tolerations: &[Toleration], path: &Path) -> Vec<Fiel
             ));
         }
         if t.toleration_seconds.is_some() && effect != "NoExecute" {
-            errs.push(FieldError::invalid(p.child("effect"), effect, "effect must be 'NoExecute' when `tolerationSeconds` is set"));
+            errs.push(FieldError::invalid(
+                p.child("effect"),
+                effect,
+                "effect must be 'NoExecute' when `tolerationSeconds` is set",
+            ));
         }
         match op {
             "" | "Equal" => {
@@ -170,7 +176,8 @@ fn validate_dns(spec: &PodSpec, path: &Path) -> Vec<FieldError> {
 
 /// `ValidatePodSpec`.
 pub fn validate_pod_spec(spec: &PodSpec, path: &Path) -> Vec<FieldError> {
-    let (volume_names, mut errs) = volumes::validate_volumes(spec.volumes.as_deref().unwrap_or_default(), &path.child("volumes"));
+    let (volume_names, mut errs) =
+        volumes::validate_volumes(spec.volumes.as_deref().unwrap_or_default(), &path.child("volumes"));
     let ctx = PodContext {
         volumes: &volume_names,
         grace_period: spec.termination_grace_period_seconds,
@@ -292,12 +299,25 @@ mod tests {
     fn tolerations_follow_upstream_rules() {
         let t = vec![
             Toleration { operator: Some("Equal".into()), value: Some("x".into()), ..Default::default() },
-            Toleration { key: Some("k".into()), operator: Some("Exists".into()), value: Some("v".into()), ..Default::default() },
-            Toleration { key: Some("k".into()), toleration_seconds: Some(5), effect: Some("NoSchedule".into()), ..Default::default() },
+            Toleration {
+                key: Some("k".into()),
+                operator: Some("Exists".into()),
+                value: Some("v".into()),
+                ..Default::default()
+            },
+            Toleration {
+                key: Some("k".into()),
+                toleration_seconds: Some(5),
+                effect: Some("NoSchedule".into()),
+                ..Default::default()
+            },
         ];
         let m = messages(&validate_tolerations(&t, &Path::new("spec").child("tolerations")));
-        assert!(m[0].starts_with("spec.tolerations[0].operator: Invalid value: \"Equal\": operator must be Exists when `key` is empty"));
-        assert!(m.iter().any(|s| s.starts_with("spec.tolerations[1].operator: Invalid value") && s.ends_with("value must be empty when `operator` is 'Exists'")));
+        assert!(m[0].starts_with(
+            "spec.tolerations[0].operator: Invalid value: \"Equal\": operator must be Exists when `key` is empty"
+        ));
+        assert!(m.iter().any(|s| s.starts_with("spec.tolerations[1].operator: Invalid value")
+            && s.ends_with("value must be empty when `operator` is 'Exists'")));
         assert!(m.contains(&"spec.tolerations[2].effect: Invalid value: \"NoSchedule\": effect must be 'NoExecute' when `tolerationSeconds` is set".to_string()));
     }
 

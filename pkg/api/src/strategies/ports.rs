@@ -82,8 +82,10 @@ mod tests {
             "spec.port: Invalid value: 0: must be between 1 and 65535, inclusive"
         );
         assert!(validate_port_num_or_name(&IntOrString::String("http".into()), &p).is_empty());
-        assert_eq!(validate_protocol(Some("ICMP"), &p)[0].to_string(),
-            "spec.port: Unsupported value: \"ICMP\": supported values: \"SCTP\", \"TCP\", \"UDP\"");
+        assert_eq!(
+            validate_protocol(Some("ICMP"), &p)[0].to_string(),
+            "spec.port: Unsupported value: \"ICMP\": supported values: \"SCTP\", \"TCP\", \"UDP\""
+        );
         assert_eq!(validate_protocol(None, &p)[0].to_string(), "spec.port: Required value");
     }
 }

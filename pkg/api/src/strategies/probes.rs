@@ -230,6 +230,7 @@ mod tests {
         let errs = validate_probe(&Probe::default(), &Path::new("spec").child("livenessProbe"));
         assert_eq!(errs[0].to_string(), "spec.livenessProbe: Required value: must specify a handler type");
         let mut two = http_probe();
+        set_probe_defaults(&mut two);
         two.tcp_socket = Some(TCPSocketAction { port: IntOrString::Int(80), ..Default::default() });
         let errs = validate_probe(&two, &Path::new("p"));
         assert_eq!(errs[0].to_string(), "p.tcpSocket: Forbidden: may not specify more than 1 handler type");
@@ -250,10 +251,17 @@ mod tests {
         let mut p = http_probe();
         set_probe_defaults(&mut p);
         p.period_seconds = Some(-1);
-        p.http_get = Some(HTTPGetAction { port: IntOrString::Int(0), scheme: Some("FTP".into()), path: Some("/".into()), ..Default::default() });
+        p.http_get = Some(HTTPGetAction {
+            port: IntOrString::Int(0),
+            scheme: Some("FTP".into()),
+            path: Some("/".into()),
+            ..Default::default()
+        });
         let msgs: Vec<String> = validate_probe(&p, &Path::new("p")).iter().map(|e| e.to_string()).collect();
         assert!(msgs.contains(&"p.httpGet.port: Invalid value: 0: must be between 1 and 65535, inclusive".to_string()));
-        assert!(msgs.contains(&"p.httpGet.scheme: Unsupported value: \"FTP\": supported values: \"HTTP\", \"HTTPS\"".to_string()));
+        assert!(msgs.contains(
+            &"p.httpGet.scheme: Unsupported value: \"FTP\": supported values: \"HTTP\", \"HTTPS\"".to_string()
+        ));
         assert!(msgs.contains(&"p.periodSeconds: Invalid value: -1: must be greater than or equal to 0".to_string()));
     }
 }

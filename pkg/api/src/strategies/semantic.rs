@@ -7,12 +7,9 @@ use serde_json::Value;
 /// Drops nulls, empty arrays and empty objects, recursively.
 pub fn prune(v: Value) -> Value {
     match v {
-        Value::Object(map) => Value::Object(
-            map.into_iter()
-                .map(|(k, v)| (k, prune(v)))
-                .filter(|(_, v)| !is_empty(v))
-                .collect(),
-        ),
+        Value::Object(map) => {
+            Value::Object(map.into_iter().map(|(k, v)| (k, prune(v))).filter(|(_, v)| !is_empty(v)).collect())
+        }
         Value::Array(items) => Value::Array(items.into_iter().map(prune).collect()),
         other => other,
     }

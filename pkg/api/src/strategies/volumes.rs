@@ -264,10 +264,8 @@ fn validate_source(v: &Volume, path: &Path) -> Vec<FieldError> {
                 errs.extend(validate_key_to_paths(c.items.as_ref(), &p.child("items")));
             }
         }
-        "persistentVolumeClaim" => {
-            if v.persistent_volume_claim.as_ref().is_some_and(|c| c.claim_name.is_empty()) {
-                errs.push(FieldError::required(path.child("persistentVolumeClaim").child("claimName"), ""));
-            }
+        "persistentVolumeClaim" if v.persistent_volume_claim.as_ref().is_some_and(|c| c.claim_name.is_empty()) => {
+            errs.push(FieldError::required(path.child("persistentVolumeClaim").child("claimName"), ""));
         }
         "downwardAPI" => {
             if let Some(d) = &v.downward_api {
@@ -290,10 +288,8 @@ fn validate_source(v: &Volume, path: &Path) -> Vec<FieldError> {
                 }
             }
         }
-        "csi" => {
-            if v.csi.as_ref().is_some_and(|c| c.driver.is_empty()) {
-                errs.push(FieldError::required(path.child("csi").child("driver"), ""));
-            }
+        "csi" if v.csi.as_ref().is_some_and(|c| c.driver.is_empty()) => {
+            errs.push(FieldError::required(path.child("csi").child("driver"), ""));
         }
         "ephemeral" => {
             let p = path.child("ephemeral");
@@ -305,10 +301,8 @@ fn validate_source(v: &Volume, path: &Path) -> Vec<FieldError> {
                 )),
             }
         }
-        "image" => {
-            if v.image.as_ref().is_some_and(|i| i.reference.as_deref().unwrap_or_default().is_empty()) {
-                errs.push(FieldError::required(path.child("image").child("reference"), ""));
-            }
+        "image" if v.image.as_ref().is_some_and(|i| i.reference.as_deref().unwrap_or_default().is_empty()) => {
+            errs.push(FieldError::required(path.child("image").child("reference"), ""));
         }
         _ => {}
     }

@@ -1,0 +1,142 @@
+//! API create throughput and latency through a real `k1s server`, and its memory after
+//! 10,000 ConfigMaps: `cargo bench -p k1s --bench api`.
+//!
+//! 32 concurrent clients, each on its own HTTP/2 connection with the admin client certificate.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const CLIENTS: usize = 32;
+const TOTAL: usize = 10_000;
+
+fn tls_config(tls: &Path) -> rustls::ClientConfig {
+    let read = |f: &str| std::fs::read(tls.join(f)).expect("read pem");
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(&read("server-ca.crt")) {
+        roots.add(c.expect("ca")).expect("add ca");
+    }
+    let chain: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(&read("client-admin.crt")).collect::<Result<_, _>>().expect("cert");
+    let key = PrivateKeyDer::from_pem_slice(&read("client-admin.key")).expect("key");
+    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .expect("client cert");
+    cfg.alpn_protocols = vec![b"h2".to_vec()];
+    cfg
+}
+
+async fn connect(port: u16, cfg: Arc<rustls::ClientConfig>) -> hyper::client::conn::http2::SendRequest<Full<Bytes>> {
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+    tcp.set_nodelay(true).expect("nodelay");
+    let tls = tokio_rustls::TlsConnector::from(cfg)
+        .connect(ServerName::try_from("127.0.0.1").expect("name"), tcp)
+        .await
+        .expect("tls");
+    let (send, conn) =
+        hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), hyper_util::rt::TokioIo::new(tls))
+            .await
+            .expect("h2 handshake");
+    tokio::spawn(conn);
+    send
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn main() {
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::write(dir.path().join("config.yaml"), "").expect("config");
+    let kubeconfig = dir.path().join("kubeconfig.yaml");
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_k1s"))
+        .args(["server", "--disable-agent", "--https-listen-port=0", "--bind-address=127.0.0.1"])
+        .arg(format!("--config={}", dir.path().join("config.yaml").display()))
+        .arg(format!("--data-dir={}", dir.path().join("data").display()))
+        .arg(format!("--write-kubeconfig={}", kubeconfig.display()))
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn k1s");
+    let port: u16 = loop {
+        if let Some(p) = std::fs::read_to_string(&kubeconfig).ok().and_then(|kc| {
+            kc.lines().find_map(|l| l.trim().strip_prefix("server: https://127.0.0.1:").map(|p| p.trim().to_string()))
+        }) {
+            break p.parse().expect("port");
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "server did not start");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let ready_after = started.elapsed();
+    let idle_rss = rss_kib(child.id());
+    let cfg = Arc::new(tls_config(&dir.path().join("data/server/tls")));
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
+    let (elapsed, mut lat) = rt.block_on(async {
+        let mut clients = Vec::new();
+        for _ in 0..CLIENTS {
+            clients.push(connect(port, cfg.clone()).await);
+        }
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for (c, mut send) in clients.into_iter().enumerate() {
+            tasks.push(tokio::spawn(async move {
+                let mut lat = Vec::new();
+                for i in 0..TOTAL / CLIENTS {
+                    let body = format!(
+                        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"bench-{c}-{i}","labels":{{"app":"bench"}}}},"data":{{"key":"{}"}}}}"#,
+                        "v".repeat(256)
+                    );
+                    let req = http::Request::post("/api/v1/namespaces/default/configmaps")
+                        .header("content-type", "application/json")
+                        .header("accept", "application/json")
+                        .body(Full::new(Bytes::from(body)))
+                        .expect("request");
+                    let t = Instant::now();
+                    send.ready().await.expect("ready");
+                    let resp = send.send_request(req).await.expect("send");
+                    let status = resp.status();
+                    let _ = resp.into_body().collect().await;
+                    assert_eq!(status, 201, "create failed");
+                    lat.push(t.elapsed());
+                }
+                lat
+            }));
+        }
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.expect("join"));
+        }
+        (start.elapsed(), all)
+    });
+    lat.sort();
+    let p = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)];
+    std::thread::sleep(Duration::from_millis(500));
+    let rss = rss_kib(child.id());
+    println!("k1s server start to kubeconfig+ready: {:?}; idle RSS {} MiB", ready_after, idle_rss / 1024);
+    println!(
+        "API creates (HTTP/2, {CLIENTS} clients): {} in {:.2}s = {:.0} creates/s  p50={:?} p99={:?}",
+        lat.len(),
+        elapsed.as_secs_f64(),
+        lat.len() as f64 / elapsed.as_secs_f64(),
+        p(0.50),
+        p(0.99)
+    );
+    println!("server RSS after {} ConfigMaps: {} MiB", lat.len(), rss / 1024);
+    let _ = child.kill();
+    let _ = child.wait();
+}
