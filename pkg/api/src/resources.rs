@@ -248,7 +248,7 @@ fn build() -> Vec<ResourceInfo> {
         a::core::v1::ConfigMap => e("configmap").short(&["cm"]), s::core::config_map();
         a::core::v1::Endpoints => e("endpoints").short(&["ep"]), s::core::endpoints();
         a::core::v1::Event => e("event").short(&["ev"]), s::core::event();
-        a::core::v1::LimitRange => e("limitrange").short(&["limits"]), g::<a::core::v1::LimitRange>();
+        a::core::v1::LimitRange => e("limitrange").short(&["limits"]), s::core::limit_range();
         a::core::v1::Namespace => e("namespace").short(&["ns"]).subs(&["finalize", "status"]), s::core::namespace();
         a::core::v1::Node => e("node").short(&["no"]).subs(&["proxy", "status"]), s::core::node();
         a::core::v1::PersistentVolumeClaim => e("persistentvolumeclaim").short(&["pvc"]).subs(&["status"]), s::core::persistent_volume_claim();
@@ -256,7 +256,7 @@ fn build() -> Vec<ResourceInfo> {
         a::core::v1::Pod => e("pod").short(&["po"]).all().subs(&["attach", "binding", "ephemeralcontainers", "eviction", "exec", "log", "portforward", "proxy", "resize", "status"]), s::core::pod();
         a::core::v1::PodTemplate => e("podtemplate"), s::core::pod_template();
         a::core::v1::ReplicationController => e("replicationcontroller").short(&["rc"]).all().subs(&["scale", "status"]), s::core::replication_controller();
-        a::core::v1::ResourceQuota => e("resourcequota").short(&["quota"]).subs(&["status"]), g::<a::core::v1::ResourceQuota>();
+        a::core::v1::ResourceQuota => e("resourcequota").short(&["quota"]).subs(&["status"]), s::core::resource_quota();
         a::core::v1::Secret => e("secret"), s::core::secret();
         a::core::v1::ServiceAccount => e("serviceaccount").short(&["sa"]).subs(&["token"]), s::core::service_account();
         a::core::v1::Service => e("service").short(&["svc"]).all().subs(&["proxy", "status"]), s::core::service();

@@ -217,6 +217,18 @@ impl Strategy for PodStrategy {
         pod.status = Some(status);
     }
 
+    fn prepare_for_update(&self, new: &mut Pod, old: &Pod) {
+        // The Priority admission plugin resolves these on create and keeps them on update.
+        let Some(old_spec) = &old.spec else { return };
+        let spec = new.spec.get_or_insert_with(Default::default);
+        if old_spec.priority.is_some() {
+            spec.priority = old_spec.priority;
+        }
+        if old_spec.preemption_policy.is_some() {
+            spec.preemption_policy = old_spec.preemption_policy.clone();
+        }
+    }
+
     fn validate(&self, pod: &Pod) -> Vec<FieldError> {
         let spec = pod.spec.clone().unwrap_or_default();
         let path = Path::new("spec");
@@ -311,28 +323,26 @@ impl Strategy for PodStrategy {
     }
 }
 
-/// Validation helpers for a pod spec used by other strategies' tests.
-#[cfg(test)]
-pub(crate) fn test_pod(name: &str, image: &str) -> Pod {
-    Pod {
-        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("default".into()),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            containers: vec![Container { name: "app".into(), image: Some(image.into()), ..Default::default() }],
-            ..Default::default()
-        }),
-        status: None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ResourceRequirements;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity as Q;
+
+    fn test_pod(name: &str, image: &str) -> Pod {
+        Pod {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                containers: vec![Container { name: "app".into(), image: Some(image.into()), ..Default::default() }],
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
 
     fn created(image: &str) -> Pod {
         let mut p = test_pod("web", image);
@@ -385,6 +395,16 @@ mod tests {
         assert!(m[0]
             .starts_with("spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`"));
         assert!(m[0].contains("restartPolicy"));
+    }
+
+    #[test]
+    fn replace_without_priority_keeps_the_resolved_priority() {
+        let old = created("nginx");
+        let mut replaced = test_pod("web", "nginx");
+        PodStrategy.set_defaults(&mut replaced);
+        PodStrategy.prepare_for_update(&mut replaced, &old);
+        assert_eq!(replaced.spec.as_ref().and_then(|s| s.priority), Some(0));
+        assert!(PodStrategy.validate_update(&replaced, &old).is_empty());
     }
 
     #[test]

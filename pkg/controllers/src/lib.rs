@@ -1,0 +1,59 @@
+//! k1s-controllers: the built-in controllers, one module each, as watch-and-reconcile loops that
+//! reach the API only through a client with the controller manager's identity.
+//!
+//! It must never depend on the API server, the store, the kubelet or the scheduler.
+
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+pub mod cronjob;
+pub mod daemonset;
+pub mod deployment;
+pub mod disruption;
+pub mod endpointslice;
+pub mod garbage_collector;
+pub mod job;
+pub mod namespace;
+pub mod node_lifecycle;
+pub mod replicaset;
+pub mod service_account;
+pub mod statefulset;
+
+/// What every controller gets.
+pub struct Context {
+    pub client: kube::Client,
+    pub recorder: k1s_runtime::events::Recorder,
+    pub cancel: CancellationToken,
+    /// PEM of the cluster CA, published as `kube-root-ca.crt` in every namespace.
+    pub root_ca_pem: String,
+}
+
+/// Starts every controller not listed in `disabled`; returns when `cancel` fires.
+pub async fn run(ctx: Arc<Context>, disabled: &[String]) {
+    type Start = fn(Arc<Context>) -> futures::future::BoxFuture<'static, ()>;
+    let all: Vec<(&str, Start)> = vec![
+        ("namespace", |c| Box::pin(namespace::run(c))),
+        ("serviceaccount", |c| Box::pin(service_account::run(c))),
+        ("garbagecollector", |c| Box::pin(garbage_collector::run(c))),
+        ("deployment", |c| Box::pin(deployment::run(c))),
+        ("replicaset", |c| Box::pin(replicaset::run(c))),
+        ("statefulset", |c| Box::pin(statefulset::run(c))),
+        ("daemonset", |c| Box::pin(daemonset::run(c))),
+        ("job", |c| Box::pin(job::run(c))),
+        ("cronjob", |c| Box::pin(cronjob::run(c))),
+        ("endpointslice", |c| Box::pin(endpointslice::run(c))),
+        ("nodelifecycle", |c| Box::pin(node_lifecycle::run(c))),
+        ("disruption", |c| Box::pin(disruption::run(c))),
+    ];
+    let mut tasks = Vec::new();
+    for (name, start) in all {
+        if disabled.iter().any(|d| d == name) {
+            continue;
+        }
+        tracing::info!(controller = name, "starting controller");
+        tasks.push(tokio::spawn(start(ctx.clone())));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+}

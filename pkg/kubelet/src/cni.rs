@@ -1,0 +1,1 @@
+//! The CNI network configuration k1s writes for containerd.

@@ -1,0 +1,1 @@
+//! containerd: its generated configuration and its supervision.

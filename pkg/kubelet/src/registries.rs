@@ -1,0 +1,1 @@
+//! `registries.yaml` (k3s format) rendered into containerd `hosts.toml` files.
