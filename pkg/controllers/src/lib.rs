@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+pub mod core;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
@@ -18,6 +19,7 @@ pub mod node_lifecycle;
 pub mod replicaset;
 pub mod service_account;
 pub mod statefulset;
+pub mod workloads;
 
 /// What every controller gets.
 pub struct Context {

@@ -44,6 +44,8 @@ pub enum ServerError {
     Pki(#[from] k1s_pki::PkiError),
     #[error("starting the API server: {0}")]
     ApiServer(#[from] k1s_apiserver::ServeError),
+    #[error("connecting a component to the API: {0}")]
+    Connect(#[from] k1s_runtime::ConnectError),
 }
 
 fn hostname() -> String {
@@ -123,11 +125,64 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     sd_notify_ready();
 
     let compactor = tokio::spawn(compact_periodically(store.clone(), config.compaction_interval, cancel.clone()));
+    let api_url = format!("https://127.0.0.1:{port}");
+    let components = start_components(&config, &pki, &server_dir, &api_url, cancel.clone()).await?;
     cancel.cancelled().await;
+    for c in components {
+        let _ = tokio::time::timeout(Duration::from_secs(10), c).await;
+    }
     tracing::info!("shutting down");
     let _ = compactor.await;
     let _ = tokio::time::timeout(Duration::from_secs(5), api.task).await;
     Ok(())
+}
+
+/// Writes a kubeconfig for a built-in component's own identity and connects with it.
+async fn component_client(
+    pki: &Pki,
+    cred_dir: &std::path::Path,
+    api_url: &str,
+    file: &str,
+    cn: &str,
+    orgs: &[&str],
+) -> Result<kube::Client, ServerError> {
+    let pair = pki.client(file, cn, orgs)?;
+    let path = cred_dir.join(format!("{file}.kubeconfig"));
+    k1s_pki::write_kubeconfig(&path, &k1s_pki::kubeconfig(api_url, &pki.ca.cert_pem, &pair), 0o600)?;
+    Ok(k1s_runtime::connect(&path).await?)
+}
+
+fn disabled(config: &Config, name: &str) -> bool {
+    config.disable.iter().any(|d| d == name)
+}
+
+/// Starts the controllers and the scheduler, each as its own API client.
+async fn start_components(
+    config: &Config,
+    pki: &Pki,
+    server_dir: &std::path::Path,
+    api_url: &str,
+    cancel: CancellationToken,
+) -> Result<Vec<tokio::task::JoinHandle<()>>, ServerError> {
+    let cred = server_dir.join("cred");
+    std::fs::create_dir_all(&cred).map_err(|source| ServerError::DataDir { path: cred.clone(), source })?;
+    let mut tasks = Vec::new();
+    if !disabled(config, "controllers") {
+        let client = component_client(pki, &cred, api_url, "controller", "system:kube-controller-manager", &[]).await?;
+        let ctx = std::sync::Arc::new(k1s_controllers::Context {
+            recorder: k1s_runtime::events::Recorder::new(client.clone(), "controller-manager", None),
+            client,
+            cancel: cancel.clone(),
+            root_ca_pem: pki.ca.cert_pem.clone(),
+        });
+        let off = config.disable.clone();
+        tasks.push(tokio::spawn(async move { k1s_controllers::run(ctx, &off).await }));
+    }
+    if !disabled(config, "scheduler") {
+        let client = component_client(pki, &cred, api_url, "scheduler", "system:kube-scheduler", &[]).await?;
+        tasks.push(tokio::spawn(k1s_scheduler::run(client, cancel.clone())));
+    }
+    Ok(tasks)
 }
 
 /// Every interval, drops the event log older than the revision seen one interval ago.

@@ -1,1 +1,0 @@
-//! containerd: its generated configuration and its supervision.
