@@ -66,6 +66,27 @@ struct ServerArgs {
     /// (networking) Cluster domain.
     #[arg(long, env = "K1S_CLUSTER_DOMAIN", default_value = "cluster.local")]
     cluster_domain: String,
+    /// (agent/node) IP address the node advertises (default: its first global IPv4 address).
+    #[arg(long, env = "K1S_NODE_IP")]
+    node_ip: Option<IpAddr>,
+    /// (agent/runtime) CRI endpoint of an existing containerd (default: run our own).
+    #[arg(long, env = "K1S_CONTAINER_RUNTIME_ENDPOINT")]
+    container_runtime_endpoint: Option<String>,
+    /// (agent/runtime) The pod sandbox ("pause") image.
+    #[arg(long, env = "K1S_PAUSE_IMAGE", default_value = "registry.k8s.io/pause:3.10")]
+    pause_image: String,
+    /// (agent/runtime) Registry mirrors and credentials (k3s registries.yaml format).
+    #[arg(long, env = "K1S_REGISTRIES_CONFIG", default_value = "/etc/k1s/registries.yaml")]
+    registries_config: PathBuf,
+    /// (agent/runtime) Runtime state directory (containerd socket and state).
+    #[arg(long, env = "K1S_RUN_DIR", default_value = "/run/k1s", hide = true)]
+    run_dir: PathBuf,
+    /// (agent/node) Directory of container logs.
+    #[arg(long, env = "K1S_POD_LOG_DIR", default_value = "/var/log/pods", hide = true)]
+    pod_log_dir: PathBuf,
+    /// (agent/node) The kubelet's HTTPS port; 0 picks a free one.
+    #[arg(long, env = "K1S_KUBELET_PORT", default_value_t = 10250, hide = true)]
+    kubelet_port: u16,
     /// (components) Run only the control plane: no kubelet, no containerd.
     #[arg(long, env = "K1S_DISABLE_AGENT")]
     disable_agent: bool,
@@ -160,6 +181,16 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
         cluster_domain: a.cluster_domain,
         disable_agent: a.disable_agent,
         disable: a.disable,
+        node_ip: match a.node_ip {
+            Some(ip) => ip,
+            None => k1s_server::detect_node_ip().unwrap_or(IpAddr::from([127, 0, 0, 1])),
+        },
+        container_runtime_endpoint: a.container_runtime_endpoint,
+        pause_image: a.pause_image,
+        registries_config: a.registries_config,
+        run_dir: a.run_dir,
+        pod_log_dir: a.pod_log_dir,
+        kubelet_port: a.kubelet_port,
         compaction_interval: a.compaction_interval,
         bookmark_interval: a.bookmark_interval,
     })

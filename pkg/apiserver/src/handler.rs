@@ -38,6 +38,8 @@ pub struct State {
     pub cancel: CancellationToken,
     pub ready: AtomicBool,
     pub bookmark_interval: Duration,
+    /// How the API server reaches kubelets (`pods/log`, `exec`, `attach`, `portforward`).
+    pub kubelet: Option<Arc<crate::proxy::KubeletClient>>,
 }
 
 fn full(b: impl Into<Bytes>) -> Body {
@@ -462,6 +464,9 @@ async fn resource_request(
         Some("binding") => return crate::subresources::binding(state, req, &mut ctx, info).await,
         Some("eviction") => return crate::subresources::eviction(state, req, &mut ctx, info).await,
         Some("status") | Some("finalize") | Some("ephemeralcontainers") | Some("resize") | Some("approval") | None => {}
+        Some("log" | "exec" | "attach" | "portforward") => {
+            return crate::proxy::handle(state, req, info, query).await;
+        }
         Some(other) => {
             return Err(ApiError::new(
                 503,

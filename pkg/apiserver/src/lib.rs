@@ -16,6 +16,7 @@ pub mod error;
 mod handler;
 mod lifecycle;
 mod object;
+mod proxy;
 pub mod registry;
 mod request;
 mod server;
@@ -24,6 +25,7 @@ mod table;
 mod virtual_resources;
 mod watch;
 
+pub use proxy::{KubeletClientConfig, KubeletTarget};
 pub use server::{ServeError, TlsMaterial};
 
 use k1s_store::Store;
@@ -54,7 +56,23 @@ pub struct ApiServer {
 
 /// Binds, bootstraps the default namespaces and serves until `cancel` fires.
 pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServer, ServeError> {
+    start_with_kubelet_client(config, None, cancel).await
+}
+
+/// [`start`], reaching kubelets with `kubelet_client`.
+pub(crate) async fn start_with_kubelet_client(
+    config: Config,
+    kubelet_client: Option<KubeletClientConfig>,
+    cancel: CancellationToken,
+) -> Result<ApiServer, ServeError> {
     let tls = server::tls_config(&config.tls)?;
+    let kubelet = match &kubelet_client {
+        Some(k) => Some(Arc::new(
+            proxy::KubeletClient::new(k)
+                .map_err(|e| ServeError::Tls { what: "kubelet client", message: e.to_string() })?,
+        )),
+        None => None,
+    };
     let listener = server::bind(config.listen).await?;
     let local_addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: config.listen, source })?;
     let chain = admission::Chain {
@@ -70,6 +88,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         cancel: cancel.clone(),
         ready: AtomicBool::new(false),
         bookmark_interval: config.bookmark_interval,
+        kubelet,
     });
     // Warm the OpenAPI documents before the first client asks.
     tokio::task::spawn_blocking(|| {

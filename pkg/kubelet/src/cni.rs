@@ -46,15 +46,11 @@ pub struct ClusterCidr {
 impl ClusterCidr {
     /// Parses `10.42.0.0/16` or `fd00:42::/56`.
     pub fn parse(cidr: &str) -> Result<Self, CniError> {
-        let invalid = || CniError::InvalidCidr {
-            cidr: cidr.to_string(),
-        };
+        let invalid = || CniError::InvalidCidr { cidr: cidr.to_string() };
         let (addr, prefix) = cidr.trim().split_once('/').ok_or_else(invalid)?;
         let addr: IpAddr = addr.parse().map_err(|_| invalid())?;
         let prefix: u8 = prefix.parse().map_err(|_| invalid())?;
-        let too_small = || CniError::CidrTooSmall {
-            cidr: cidr.to_string(),
-        };
+        let too_small = || CniError::CidrTooSmall { cidr: cidr.to_string() };
         match addr {
             IpAddr::V4(v4) => {
                 if prefix > 32 {
@@ -104,19 +100,10 @@ impl ClusterCidr {
 
 /// Renders the conflist for `cluster_cidr` on bridge `bridge_name`; `mtu` sets the bridge and
 /// veth MTU (the plugin's default, the host's, when `None`).
-pub fn render_conflist(
-    cluster_cidr: &str,
-    bridge_name: &str,
-    mtu: Option<u32>,
-) -> Result<String, CniError> {
+pub fn render_conflist(cluster_cidr: &str, bridge_name: &str, mtu: Option<u32>) -> Result<String, CniError> {
     let cidr = ClusterCidr::parse(cluster_cidr)?;
-    if bridge_name.is_empty()
-        || bridge_name.len() > 15
-        || bridge_name.contains(['/', ' ', '\t', '\n', '\0'])
-    {
-        return Err(CniError::InvalidBridgeName {
-            name: bridge_name.to_string(),
-        });
+    if bridge_name.is_empty() || bridge_name.len() > 15 || bridge_name.contains(['/', ' ', '\t', '\n', '\0']) {
+        return Err(CniError::InvalidBridgeName { name: bridge_name.to_string() });
     }
     let mut bridge = json!({
         "type": "bridge",
@@ -162,12 +149,8 @@ pub fn write_conflist(
 ) -> Result<PathBuf, CniError> {
     let text = render_conflist(cluster_cidr, bridge_name, mtu)?;
     let path = dir.join(CONFLIST_FILE);
-    crate::containerd::write_atomic(&path, text.as_bytes(), 0o644).map_err(|source| {
-        CniError::Write {
-            path: path.clone(),
-            source,
-        }
-    })?;
+    crate::containerd::write_atomic(&path, text.as_bytes(), 0o644)
+        .map_err(|source| CniError::Write { path: path.clone(), source })?;
     Ok(path)
 }
 
@@ -223,12 +206,8 @@ mod tests {
     fn conflist_has_no_loopback_plugin() {
         let text = render_conflist("10.42.0.0/16", "cni0", None).expect("render");
         let value: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
-        let types: Vec<&str> = value["plugins"]
-            .as_array()
-            .expect("plugins")
-            .iter()
-            .filter_map(|p| p["type"].as_str())
-            .collect();
+        let types: Vec<&str> =
+            value["plugins"].as_array().expect("plugins").iter().filter_map(|p| p["type"].as_str()).collect();
         assert_eq!(types, vec!["bridge", "portmap"]);
         assert!(value["plugins"][0].get("mtu").is_none(), "no MTU unless asked");
     }
@@ -253,25 +232,16 @@ mod tests {
     #[test]
     fn malformed_cidrs_are_rejected() {
         for bad in ["10.42.0.0", "10.42.0.0/33", "nope/8", "10.42.0.0/x", ""] {
-            assert!(
-                matches!(ClusterCidr::parse(bad), Err(CniError::InvalidCidr { .. })),
-                "{bad}"
-            );
+            assert!(matches!(ClusterCidr::parse(bad), Err(CniError::InvalidCidr { .. })), "{bad}");
         }
-        assert!(matches!(
-            ClusterCidr::parse("10.0.0.0/31"),
-            Err(CniError::CidrTooSmall { .. })
-        ));
+        assert!(matches!(ClusterCidr::parse("10.0.0.0/31"), Err(CniError::CidrTooSmall { .. })));
     }
 
     #[test]
     fn invalid_bridge_names_are_rejected() {
         for bad in ["", "a-very-long-bridge-name", "a/b", "a b"] {
             assert!(
-                matches!(
-                    render_conflist("10.42.0.0/16", bad, None),
-                    Err(CniError::InvalidBridgeName { .. })
-                ),
+                matches!(render_conflist("10.42.0.0/16", bad, None), Err(CniError::InvalidBridgeName { .. })),
                 "{bad:?}"
             );
         }

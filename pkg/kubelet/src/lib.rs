@@ -7,4 +7,101 @@
 
 pub mod cni;
 pub mod containerd;
+pub mod host;
+pub mod images;
+pub mod logs;
+pub mod node;
+pub mod pods;
 pub mod registries;
+pub mod server;
+
+use k1s_cri::{ImageService, RuntimeService};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// The version the Node reports.
+pub const KUBELET_VERSION: &str = concat!("v1.35.0+k1s-", env!("CARGO_PKG_VERSION"));
+
+/// The kubelet's settings, validated by the caller.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub node_name: String,
+    pub node_ip: IpAddr,
+    /// Pod CIDR of this node (the cluster CIDR on a single node).
+    pub pod_cidr: String,
+    /// Where pod volumes and state live (`<data-dir>/agent/kubelet`).
+    pub root_dir: PathBuf,
+    /// Where container logs are written (`/var/log/pods`).
+    pub pod_log_dir: PathBuf,
+    pub cluster_dns: Vec<IpAddr>,
+    pub cluster_domain: String,
+    pub max_pods: u32,
+    pub kubelet_port: u16,
+    pub control_plane: bool,
+    /// Parent cgroup of every pod (`/k1s` → `/k1s/pod<uid>` in each hierarchy).
+    pub cgroup_root: String,
+    /// `registries.yaml` credentials for pulls.
+    pub registries: Option<registries::Registries>,
+}
+
+/// What every part of the kubelet shares.
+pub struct Shared {
+    pub config: Config,
+    pub client: kube::Client,
+    pub runtime: Arc<dyn RuntimeService>,
+    pub images: Arc<dyn ImageService>,
+    pub recorder: k1s_runtime::events::Recorder,
+    pub cancel: CancellationToken,
+    /// RFC 3339 start time, for node condition transitions.
+    pub started_at: String,
+    /// `containerd://1.6.20` as CRI reports it.
+    pub runtime_version: String,
+    pub pulls: images::PullCoordinator,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KubeletError {
+    #[error("asking the container runtime for its version: {0}")]
+    RuntimeVersion(k1s_cri::CriError),
+    #[error("{0}")]
+    Node(#[from] node::NodeError),
+    #[error("preparing {path}: {source}")]
+    Dir { path: PathBuf, source: std::io::Error },
+}
+
+/// Runs the kubelet until `cancel` fires.
+pub async fn run(
+    config: Config,
+    client: kube::Client,
+    runtime: Arc<dyn RuntimeService>,
+    images: Arc<dyn ImageService>,
+    cancel: CancellationToken,
+) -> Result<(), KubeletError> {
+    for d in [&config.root_dir, &config.pod_log_dir] {
+        std::fs::create_dir_all(d).map_err(|source| KubeletError::Dir { path: d.clone(), source })?;
+    }
+    let version = runtime
+        .version(k1s_cri::v1::VersionRequest { version: "v1".into() })
+        .await
+        .map_err(KubeletError::RuntimeVersion)?;
+    let runtime_version = format!("{}://{}", version.runtime_name, version.runtime_version);
+    let host = host::gather(&config.root_dir);
+    let shared = Arc::new(Shared {
+        recorder: k1s_runtime::events::Recorder::new(client.clone(), "kubelet", Some(&config.node_name)),
+        config,
+        client,
+        runtime,
+        images,
+        cancel: cancel.clone(),
+        started_at: jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        runtime_version,
+        pulls: images::PullCoordinator::default(),
+    });
+    node::register(&shared, &host).await?;
+    let heartbeat = tokio::spawn(node::heartbeat(shared.clone(), host));
+    pods::run(shared.clone()).await;
+    let _ = heartbeat.await;
+    Ok(())
+}

@@ -140,10 +140,7 @@ where
     T: Default + Deserialize<'de>,
 {
     let map = Option::<BTreeMap<String, Option<T>>>::deserialize(de)?.unwrap_or_default();
-    Ok(map
-        .into_iter()
-        .map(|(k, v)| (k, v.unwrap_or_default()))
-        .collect())
+    Ok(map.into_iter().map(|(k, v)| (k, v.unwrap_or_default())).collect())
 }
 
 impl Registries {
@@ -161,17 +158,9 @@ impl Registries {
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
-            Err(source) => {
-                return Err(RegistriesError::Read {
-                    path: path.to_path_buf(),
-                    source,
-                })
-            }
+            Err(source) => return Err(RegistriesError::Read { path: path.to_path_buf(), source }),
         };
-        Self::parse(&text).map_err(|message| RegistriesError::Parse {
-            path: path.to_path_buf(),
-            message,
-        })
+        Self::parse(&text).map_err(|message| RegistriesError::Parse { path: path.to_path_buf(), message })
     }
 
     /// Makes `host` (like `127.0.0.1:5000`) reachable over plain HTTP unless registries.yaml
@@ -180,10 +169,7 @@ impl Registries {
         if !self.mirrors.contains_key(host) && !self.configs.contains_key(host) {
             self.mirrors.insert(
                 host.to_string(),
-                Mirror {
-                    endpoints: vec![format!("http://{host}")],
-                    rewrite: BTreeMap::new(),
-                },
+                Mirror { endpoints: vec![format!("http://{host}")], rewrite: BTreeMap::new() },
             );
         }
     }
@@ -207,16 +193,8 @@ impl Registries {
     pub fn credentials_for_image(&self, image: &str) -> Option<ImageCredentials> {
         let registry = image_registry(image);
         let host = default_host(&registry);
-        let auth = self
-            .configs
-            .get(&host)
-            .or_else(|| self.configs.get(&registry))
-            .and_then(|c| c.auth.clone())?;
-        Some(ImageCredentials {
-            server_address: format!("https://{host}"),
-            registry,
-            auth,
-        })
+        let auth = self.configs.get(&host).or_else(|| self.configs.get(&registry)).and_then(|c| c.auth.clone())?;
+        Some(ImageCredentials { server_address: format!("https://{host}"), registry, auth })
     }
 
     /// The hosts.toml files to write: directory name (`_default` for `"*"`) ▶ contents.
@@ -305,11 +283,7 @@ impl Registries {
                     tracing::warn!(registry = %host, endpoint = %raw, "skipping duplicate endpoint URL");
                     continue;
                 }
-                let endpoint = Endpoint {
-                    url: Some(url),
-                    override_path,
-                    config: self.config_for_host(&registry),
-                };
+                let endpoint = Endpoint { url: Some(url), override_path, config: self.config_for_host(&registry) };
                 let default_url = hc.default.as_ref().and_then(|d| d.url.as_ref());
                 if i + 1 == mirror.endpoints.len() && default_url == endpoint.url.as_ref() {
                     // The registry itself as the last endpoint is just the default.
@@ -322,9 +296,10 @@ impl Registries {
         }
         hosts.retain(|_, hc| {
             !hc.endpoints.is_empty()
-                || hc.default.as_ref().is_some_and(|d| {
-                    d.has_settings() || d.url.as_ref().is_some_and(|u| u.scheme == "http")
-                })
+                || hc
+                    .default
+                    .as_ref()
+                    .is_some_and(|d| d.has_settings() || d.url.as_ref().is_some_and(|u| u.scheme == "http"))
         });
         hosts
     }
@@ -377,19 +352,8 @@ struct HostConfig {
 }
 
 fn default_host_config(host: &str, config: RegistryConfig) -> Option<HostConfig> {
-    let url = if host == "*" {
-        None
-    } else {
-        Some(normalize_endpoint(host)?.1)
-    };
-    Some(HostConfig {
-        default: Some(Endpoint {
-            url,
-            override_path: false,
-            config,
-        }),
-        endpoints: Vec::new(),
-    })
+    let url = if host == "*" { None } else { Some(normalize_endpoint(host)?.1) };
+    Some(HostConfig { default: Some(Endpoint { url, override_path: false, config }), endpoints: Vec::new() })
 }
 
 /// `_default` for the wildcard registry, else the registry name itself.
@@ -467,8 +431,7 @@ fn split_host_port(authority: &str) -> Option<(&str, &str)> {
 }
 
 fn is_localhost(hostname: &str) -> bool {
-    hostname.eq_ignore_ascii_case("localhost")
-        || hostname.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    hostname.eq_ignore_ascii_case("localhost") || hostname.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The registry an image reference names: its first path component when that looks like a

@@ -129,9 +129,7 @@ impl Cache {
         let stale: Vec<String> = self
             .pods
             .iter()
-            .filter(|(_, c)| {
-                c.info.spec().priority.is_none() && self.priority_of(&c.info.pod) != c.info.priority
-            })
+            .filter(|(_, c)| c.info.spec().priority.is_none() && self.priority_of(&c.info.pod) != c.info.priority)
             .map(|(uid, _)| uid.clone())
             .collect();
         for uid in stale {
@@ -150,7 +148,8 @@ impl Cache {
         let node = Arc::new(node);
         let info = self.nodes.entry(name.clone()).or_insert_with(|| NodeInfo::new(&name));
         let old = info.node.clone();
-        let (old_alloc, old_taints, old_unsched) = (info.allocatable.clone(), info.taints.clone(), info.unschedulable());
+        let (old_alloc, old_taints, old_unsched) =
+            (info.allocatable.clone(), info.taints.clone(), info.unschedulable());
         info.set_node(node.clone());
         let images_changed =
             old.as_ref().and_then(|o| o.status.as_ref()).map(|s| &s.images) != node.status.as_ref().map(|s| &s.images);
@@ -266,8 +265,12 @@ impl Cache {
 
     /// Drops pods not in `seen` (after a re-list), except the ones being bound.
     pub fn retain_pods(&mut self, seen: &HashSet<String>) -> bool {
-        let gone: Vec<String> =
-            self.pods.iter().filter(|(uid, c)| !c.assumed && !seen.contains(*uid)).map(|(uid, _)| uid.clone()).collect();
+        let gone: Vec<String> = self
+            .pods
+            .iter()
+            .filter(|(uid, c)| !c.assumed && !seen.contains(*uid))
+            .map(|(uid, _)| uid.clone())
+            .collect();
         self.nominated.retain(|uid, _| seen.contains(uid));
         let any = !gone.is_empty();
         for uid in gone {
@@ -293,15 +296,6 @@ impl Cache {
         self.pods.get(uid).is_some_and(|c| c.assumed)
     }
 
-    pub fn assigned_pod(&self, uid: &str) -> Option<&Arc<PodInfo>> {
-        self.pods.get(uid).map(|c| &c.info)
-    }
-
-    /// Every pod placed on any node.
-    pub fn all_pods(&self) -> impl Iterator<Item = &Arc<PodInfo>> {
-        self.pods.values().map(|c| &c.info)
-    }
-
     // ---- nominations -----------------------------------------------------------------------
 
     /// Tracks (or stops tracking) a waiting pod's `status.nominatedNodeName`.
@@ -314,10 +308,6 @@ impl Cache {
                 self.nominated.remove(&info.uid);
             }
         }
-    }
-
-    pub fn nominated_node_of(&self, uid: &str) -> Option<&str> {
-        self.nominated.get(uid).map(|(n, _)| n.as_str())
     }
 
     /// Pods nominated to `node`.

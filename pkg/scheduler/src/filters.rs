@@ -178,10 +178,8 @@ pub fn run_filters(state: &CycleState, node: &NodeInfo) -> Result<(), Status> {
 /// Runs the filters as upstream's `RunFilterPluginsWithNominatedPods`: when pods of equal or
 /// higher priority are nominated to `node`, the pod must fit both with them there and without.
 pub fn run_filters_with_nominated(cache: &Cache, state: &CycleState, node: &NodeInfo) -> Result<(), Status> {
-    let nominated: Vec<&Arc<PodInfo>> = cache
-        .nominated_on(&node.name)
-        .filter(|p| p.uid != state.pod.uid && p.priority >= state.pod.priority)
-        .collect();
+    let nominated: Vec<&Arc<PodInfo>> =
+        cache.nominated_on(&node.name).filter(|p| p.uid != state.pod.uid && p.priority >= state.pod.priority).collect();
     if nominated.is_empty() {
         return run_filters(state, node);
     }
@@ -279,9 +277,11 @@ mod tests {
 
     #[test]
     fn host_ports_conflict_with_bound_pods() {
-        let out = check(vec![node("a", "4", "4Gi").into()], vec![pod("x").host_port(80).node("a")], pod("p").host_port(80));
+        let out =
+            check(vec![node("a", "4", "4Gi").into()], vec![pod("x").host_port(80).node("a")], pod("p").host_port(80));
         assert_eq!(reasons(&out[0]), vec![ERR_NODE_PORTS]);
-        let out = check(vec![node("a", "4", "4Gi").into()], vec![pod("x").host_port(80).node("a")], pod("p").host_port(81));
+        let out =
+            check(vec![node("a", "4", "4Gi").into()], vec![pod("x").host_port(80).node("a")], pod("p").host_port(81));
         assert!(out[0].is_ok());
     }
 
@@ -326,7 +326,10 @@ mod tests {
         cache.set_nominated(&nominated, Some("a"));
         let low = CycleState::new(&cache, cache.pod_info(pod("low").cpu("1").priority(1).build()));
         let a = cache.node("a").expect("node a");
-        assert_eq!(run_filters_with_nominated(&cache, &low, a).map_err(|s| s.reasons), Err(vec!["Insufficient cpu".to_string()]));
+        assert_eq!(
+            run_filters_with_nominated(&cache, &low, a).map_err(|s| s.reasons),
+            Err(vec!["Insufficient cpu".to_string()])
+        );
         let high = CycleState::new(&cache, cache.pod_info(pod("high").cpu("1").priority(1000).build()));
         assert!(run_filters_with_nominated(&cache, &high, a).is_ok());
     }

@@ -114,10 +114,7 @@ pub fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
 
 /// The first NoSchedule/NoExecute taint none of `tolerations` tolerates.
 pub fn first_untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration]) -> Option<&'a Taint> {
-    taints
-        .iter()
-        .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
-        .find(|t| !tolerated(tolerations, t))
+    taints.iter().filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute").find(|t| !tolerated(tolerations, t))
 }
 
 #[cfg(test)]
@@ -165,7 +162,8 @@ mod tests {
     #[test]
     fn node_selector_operators_follow_upstream() {
         let n = node("n1", &[("zone", "a"), ("cores", "8")]);
-        let term = |r: NodeSelectorRequirement| NodeSelectorTerm { match_expressions: Some(vec![r]), match_fields: None };
+        let term =
+            |r: NodeSelectorRequirement| NodeSelectorTerm { match_expressions: Some(vec![r]), match_fields: None };
         assert!(term_matches(&term(req("zone", "In", &["a", "b"])), &n));
         assert!(!term_matches(&term(req("zone", "NotIn", &["a"])), &n));
         assert!(term_matches(&term(req("gpu", "NotIn", &["x"])), &n));
@@ -174,7 +172,8 @@ mod tests {
         assert!(term_matches(&term(req("cores", "Gt", &["4"])), &n));
         assert!(!term_matches(&term(req("cores", "Lt", &["4"])), &n));
         assert!(!term_matches(&term(req("zone", "Gt", &["4"])), &n));
-        let by_name = NodeSelectorTerm { match_expressions: None, match_fields: Some(vec![req("metadata.name", "In", &["n1"])]) };
+        let by_name =
+            NodeSelectorTerm { match_expressions: None, match_fields: Some(vec![req("metadata.name", "In", &["n1"])]) };
         assert!(term_matches(&by_name, &n));
         assert!(!term_matches(&NodeSelectorTerm::default(), &n));
     }
@@ -188,8 +187,14 @@ mod tests {
             node_affinity: Some(NodeAffinity {
                 required_during_scheduling_ignored_during_execution: Some(NodeSelector {
                     node_selector_terms: vec![
-                        NodeSelectorTerm { match_expressions: Some(vec![req("zone", "In", &["b"])]), match_fields: None },
-                        NodeSelectorTerm { match_expressions: Some(vec![req("zone", "In", &["a"])]), match_fields: None },
+                        NodeSelectorTerm {
+                            match_expressions: Some(vec![req("zone", "In", &["b"])]),
+                            match_fields: None,
+                        },
+                        NodeSelectorTerm {
+                            match_expressions: Some(vec![req("zone", "In", &["a"])]),
+                            match_fields: None,
+                        },
                     ],
                 }),
                 ..Default::default()
@@ -203,7 +208,8 @@ mod tests {
 
     #[test]
     fn tolerations_match_key_value_and_effect() {
-        let taint = Taint { key: "dedicated".into(), value: Some("gpu".into()), effect: "NoSchedule".into(), time_added: None };
+        let taint =
+            Taint { key: "dedicated".into(), value: Some("gpu".into()), effect: "NoSchedule".into(), time_added: None };
         let tol = |key: Option<&str>, op: Option<&str>, value: Option<&str>, effect: Option<&str>| Toleration {
             key: key.map(Into::into),
             operator: op.map(Into::into),

@@ -283,7 +283,8 @@ mod tests {
         let node = |status: Option<&str>, taints: Vec<Taint>| Node {
             spec: Some(NodeSpec { taints: Some(taints), ..Default::default() }),
             status: Some(NodeStatus {
-                conditions: status.map(|s| vec![NodeCondition { type_: "Ready".into(), status: s.into(), ..Default::default() }]),
+                conditions: status
+                    .map(|s| vec![NodeCondition { type_: "Ready".into(), status: s.into(), ..Default::default() }]),
                 ..Default::default()
             }),
             ..Default::default()

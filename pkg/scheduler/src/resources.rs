@@ -224,10 +224,7 @@ mod tests {
     fn sidecars_add_to_containers_and_to_later_init_containers() {
         let spec = PodSpec {
             containers: vec![container(Some("100m"), None, false)],
-            init_containers: Some(vec![
-                container(Some("50m"), None, true),
-                container(Some("300m"), None, false),
-            ]),
+            init_containers: Some(vec![container(Some("50m"), None, true), container(Some("300m"), None, false)]),
             ..Default::default()
         };
         // Regular phase: 100m + 50m sidecar; init phase: 300m + 50m sidecar.
@@ -260,7 +257,8 @@ mod tests {
         let r = pod_non_zero_requests(&spec);
         assert_eq!(r.milli_cpu, DEFAULT_MILLI_CPU_REQUEST);
         assert_eq!(r.memory, DEFAULT_MEMORY_REQUEST + (1 << 20));
-        assert!(pod_requests(&PodSpec { containers: vec![container(None, None, false)], ..Default::default() })
-            .is_zero());
+        assert!(
+            pod_requests(&PodSpec { containers: vec![container(None, None, false)], ..Default::default() }).is_zero()
+        );
     }
 }

@@ -61,8 +61,11 @@ fn balanced_allocation(pod: &PodInfo, node: &NodeInfo) -> i64 {
         (node.requested.milli_cpu + pod.requests.milli_cpu, node.allocatable.milli_cpu),
         (node.requested.memory + pod.requests.memory, node.allocatable.memory),
     ];
-    let fractions: Vec<f64> =
-        pairs.iter().filter(|(_, alloc)| *alloc != 0).map(|(req, alloc)| (*req as f64 / *alloc as f64).min(1.0)).collect();
+    let fractions: Vec<f64> = pairs
+        .iter()
+        .filter(|(_, alloc)| *alloc != 0)
+        .map(|(req, alloc)| (*req as f64 / *alloc as f64).min(1.0))
+        .collect();
     let std = if fractions.len() == 2 { ((fractions[0] - fractions[1]) / 2.0).abs() } else { 0.0 };
     ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
 }
@@ -243,13 +246,19 @@ mod tests {
         );
         assert_eq!(s[0] - s[1], WEIGHT_NODE_AFFINITY * MAX_NODE_SCORE);
         let s = scores(
-            vec![NodeBuilder::from(node("a", "4", "4Gi")).taint("soft", "x", "PreferNoSchedule"), node("b", "4", "4Gi")],
+            vec![
+                NodeBuilder::from(node("a", "4", "4Gi")).taint("soft", "x", "PreferNoSchedule"),
+                node("b", "4", "4Gi"),
+            ],
             vec![],
             pod("p"),
         );
         assert_eq!(s[1] - s[0], WEIGHT_TAINT * MAX_NODE_SCORE);
         let s = scores(
-            vec![NodeBuilder::from(node("a", "4", "4Gi")).taint("soft", "x", "PreferNoSchedule"), node("b", "4", "4Gi")],
+            vec![
+                NodeBuilder::from(node("a", "4", "4Gi")).taint("soft", "x", "PreferNoSchedule"),
+                node("b", "4", "4Gi"),
+            ],
             vec![],
             pod("p").toleration("soft", "Exists", "", "PreferNoSchedule"),
         );
@@ -270,19 +279,42 @@ mod tests {
         assert_eq!(normalized_image("busybox:1.36"), "busybox:1.36");
     }
 
+    fn inter_pod(nodes: Vec<NodeBuilder>, existing: Vec<PodBuilder>, incoming: PodBuilder) -> Vec<i64> {
+        let mut cache = Cache::default();
+        for n in nodes {
+            cache.set_node(n.build());
+        }
+        for p in existing {
+            let info = cache.pod_info(p.build());
+            cache.set_assigned_pod(info);
+        }
+        let pod = cache.pod_info(incoming.build());
+        let list: Vec<&NodeInfo> = cache.nodes().collect();
+        let mut raw = preferred_scores(&cache, &pod, &list);
+        min_max_normalize(&mut raw);
+        raw
+    }
+
     #[test]
     fn preferred_pod_affinity_and_anti_affinity_follow_existing_pods() {
-        let nodes = || vec![node("a", "4", "4Gi"), node("b", "4", "4Gi")];
+        let nodes = || vec![node("a", "4", "4Gi"), node("b", "4", "4Gi"), node("c", "4", "4Gi")];
         let existing = || vec![pod("cache").label("app", "cache").node("a")];
-        let s = scores(nodes(), existing(), pod("p").preferred_affinity(50, "app", "cache", "kubernetes.io/hostname"));
-        assert_eq!(s[0] - s[1], WEIGHT_INTER_POD * MAX_NODE_SCORE);
-        let s =
-            scores(nodes(), existing(), pod("p").preferred_anti_affinity(50, "app", "cache", "kubernetes.io/hostname"));
-        assert_eq!(s[1] - s[0], WEIGHT_INTER_POD * MAX_NODE_SCORE);
-        // An existing pod's preference for the incoming pod counts as well.
-        let fan = vec![pod("fan").preferred_affinity(5, "app", "web", "kubernetes.io/hostname").node("b")];
-        let s = scores(nodes(), fan, pod("p").label("app", "web"));
-        assert_eq!(s[1] - s[0], WEIGHT_INTER_POD * MAX_NODE_SCORE);
+        let host = "kubernetes.io/hostname";
+        let s = inter_pod(nodes(), existing(), pod("p").preferred_affinity(50, "app", "cache", host));
+        assert_eq!(s, vec![100, 0, 0]);
+        let s = inter_pod(nodes(), existing(), pod("p").preferred_anti_affinity(50, "app", "cache", host));
+        assert_eq!(s, vec![0, 100, 100]);
+        // An existing pod's preference for the incoming pod counts as well, and so does its
+        // required affinity (with weight 1).
+        let fans = vec![
+            pod("fan").preferred_affinity(5, "app", "web", host).node("b"),
+            pod("hard").affinity("app", "web", host).node("c"),
+        ];
+        let s = inter_pod(nodes(), fans, pod("p").label("app", "web"));
+        assert_eq!(s, vec![0, 100, 20]);
+        // The weighted total follows.
+        let totals = scores(nodes(), existing(), pod("p").preferred_affinity(50, "app", "cache", host));
+        assert!(totals[0] > totals[1] && totals[1] == totals[2], "{totals:?}");
     }
 
     #[test]

@@ -155,11 +155,6 @@ impl PodBuilder {
         self
     }
 
-    pub fn namespace(mut self, ns: &str) -> Self {
-        self.0.metadata.namespace = Some(ns.into());
-        self
-    }
-
     pub fn image(mut self, image: &str) -> Self {
         self.spec().containers[0].image = Some(image.into());
         self

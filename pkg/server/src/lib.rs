@@ -3,6 +3,8 @@
 //!
 //! It never parses command lines (that is the binary's job) and holds no global state.
 
+mod agent;
+
 use k1s_apiserver::TlsMaterial;
 use k1s_pki::Pki;
 use k1s_store::{Store, StoreOptions};
@@ -29,6 +31,19 @@ pub struct Config {
     pub cluster_domain: String,
     pub disable_agent: bool,
     pub disable: Vec<String>,
+    /// CRI endpoint of an existing containerd; `None` runs and supervises our own.
+    pub container_runtime_endpoint: Option<String>,
+    pub pause_image: String,
+    /// `registries.yaml` (k3s format).
+    pub registries_config: PathBuf,
+    /// The node's own address (InternalIP).
+    pub node_ip: IpAddr,
+    /// Runtime state (containerd socket and state): `/run/k1s`.
+    pub run_dir: PathBuf,
+    /// Container logs: `/var/log/pods`.
+    pub pod_log_dir: PathBuf,
+    /// The kubelet's HTTPS port (logs/exec/port-forward); 0 picks one.
+    pub kubelet_port: u16,
     /// How often the store's event log is compacted (everything older than one interval goes).
     pub compaction_interval: Duration,
     pub bookmark_interval: Duration,
@@ -46,6 +61,8 @@ pub enum ServerError {
     ApiServer(#[from] k1s_apiserver::ServeError),
     #[error("connecting a component to the API: {0}")]
     Connect(#[from] k1s_runtime::ConnectError),
+    #[error("starting the node agent: {0}")]
+    Agent(#[from] agent::AgentError),
 }
 
 fn hostname() -> String {
@@ -182,6 +199,9 @@ async fn start_components(
         let client = component_client(pki, &cred, api_url, "scheduler", "system:kube-scheduler", &[]).await?;
         tasks.push(tokio::spawn(k1s_scheduler::run(client, cancel.clone())));
     }
+    if !config.disable_agent {
+        tasks.extend(agent::start(config, pki, &cred, api_url, cancel.clone()).await?);
+    }
     Ok(tasks)
 }
 
@@ -198,4 +218,9 @@ async fn compact_periodically(store: Store, every: Duration, cancel: Cancellatio
         }
         previous = store.current_revision();
     }
+}
+
+/// The node's own address: the first global IPv4 address of a non-k1s interface.
+pub fn detect_node_ip() -> Option<IpAddr> {
+    k1s_kubelet::host::detect_node_ip()
 }

@@ -83,8 +83,12 @@ mod tests {
     #[test]
     fn namespace_terminating_is_read_from_the_status_causes() {
         let details = StatusDetails {
-            causes: vec![StatusCause { reason: "NamespaceTerminating".into(), ..Default::default() }],
-            ..Default::default()
+            name: String::new(),
+            group: String::new(),
+            kind: String::new(),
+            uid: String::new(),
+            causes: vec![StatusCause { reason: "NamespaceTerminating".into(), message: String::new(), field: String::new() }],
+            retry_after_seconds: 0,
         };
         let err = kube::Error::Api(Status::failure("m", "Forbidden").with_code(403).with_details(details).boxed());
         assert!(is_namespace_terminating(&err));

@@ -37,6 +37,33 @@ impl Backoff {
     }
 }
 
+/// Per-key failure counts turned into back-off delays, for `kube::runtime::Controller` error
+/// policies (which get no failure count of their own).
+pub struct Failures {
+    backoff: Backoff,
+    counts: Mutex<HashMap<String, u32>>,
+}
+
+impl Failures {
+    pub fn new(backoff: Backoff) -> Failures {
+        Failures { backoff, counts: Mutex::default() }
+    }
+
+    /// Counts a failure of `key`; returns how long to wait before retrying it.
+    pub fn failed(&self, key: &str) -> Duration {
+        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        let n = counts.entry(key.to_string()).or_insert(0);
+        let delay = self.backoff.delay(*n);
+        *n = n.saturating_add(1);
+        delay
+    }
+
+    /// Forgets the failures of `key`.
+    pub fn succeeded(&self, key: &str) {
+        self.counts.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+    }
+}
+
 struct State<K> {
     queue: VecDeque<K>,
     /// Keys queued (or to be queued once done) and not yet handed out.
@@ -319,6 +346,16 @@ mod tests {
         assert_eq!(q.failures(&"a"), 2);
         q.forget(&"a");
         assert_eq!(q.failures(&"a"), 0);
+    }
+
+    #[test]
+    fn failures_back_off_per_key_until_success() {
+        let f = Failures::new(Backoff { base: Duration::from_millis(5), max: Duration::from_secs(1) });
+        assert_eq!(f.failed("a"), Duration::from_millis(5));
+        assert_eq!(f.failed("a"), Duration::from_millis(10));
+        assert_eq!(f.failed("b"), Duration::from_millis(5));
+        f.succeeded("a");
+        assert_eq!(f.failed("a"), Duration::from_millis(5));
     }
 
     #[tokio::test]

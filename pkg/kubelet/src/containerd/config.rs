@@ -76,12 +76,7 @@ impl ContainerdConfig {
     /// The k1s layout (that of k3s): persistent data under `<data_dir>/agent`, state and socket
     /// under `<run_dir>/containerd` (`/run/k1s` in production), CNI plugins from
     /// [`DEFAULT_CNI_BIN_DIR`], and the host-dependent settings from `host`.
-    pub fn new(
-        data_dir: &Path,
-        run_dir: &Path,
-        sandbox_image: impl Into<String>,
-        host: HostFacts,
-    ) -> Self {
+    pub fn new(data_dir: &Path, run_dir: &Path, sandbox_image: impl Into<String>, host: HostFacts) -> Self {
         let agent = data_dir.join("agent");
         let state_dir = run_dir.join("containerd");
         Self {
@@ -124,18 +119,12 @@ impl ContainerdConfig {
             ("registry_config_dir", &self.registry_config_dir),
         ] {
             if !path.is_absolute() {
-                return Err(ConfigError::RelativePath {
-                    field,
-                    path: path.clone(),
-                });
+                return Err(ConfigError::RelativePath { field, path: path.clone() });
             }
         }
         let len = self.socket.as_os_str().len();
         if len > MAX_SOCKET_PATH {
-            return Err(ConfigError::SocketPathTooLong {
-                path: self.socket.clone(),
-                len,
-            });
+            return Err(ConfigError::SocketPathTooLong { path: self.socket.clone(), len });
         }
         for (field, value) in [
             ("sandbox_image", &self.sandbox_image),
@@ -155,22 +144,11 @@ impl ContainerdConfig {
     pub fn write(&self) -> Result<PathBuf, ConfigError> {
         self.validate()?;
         let path = self.config_file();
-        for dir in [
-            &self.root_dir,
-            &self.state_dir,
-            &self.cni_conf_dir,
-            &self.registry_config_dir,
-        ] {
-            std::fs::create_dir_all(dir).map_err(|source| ConfigError::Write {
-                path: dir.clone(),
-                source,
-            })?;
+        for dir in [&self.root_dir, &self.state_dir, &self.cni_conf_dir, &self.registry_config_dir] {
+            std::fs::create_dir_all(dir).map_err(|source| ConfigError::Write { path: dir.clone(), source })?;
         }
         super::atomic_file::write_atomic(&path, render(self).as_bytes(), 0o600)
-            .map_err(|source| ConfigError::Write {
-                path: path.clone(),
-                source,
-            })?;
+            .map_err(|source| ConfigError::Write { path: path.clone(), source })?;
         Ok(path)
     }
 }
@@ -198,20 +176,11 @@ pub fn render(cfg: &ContainerdConfig) -> String {
     line(String::new());
     line(format!("[{CRI}]"));
     line(format!("  sandbox_image = {}", quote(&cfg.sandbox_image)));
-    line(format!(
-        "  stream_server_address = {}",
-        quote(&cfg.stream_server_address)
-    ));
-    line(format!(
-        "  stream_server_port = {}",
-        quote(&cfg.stream_server_port)
-    ));
+    line(format!("  stream_server_address = {}", quote(&cfg.stream_server_address)));
+    line(format!("  stream_server_port = {}", quote(&cfg.stream_server_port)));
     line("  enable_unprivileged_ports = true".into());
     line("  enable_unprivileged_icmp = true".into());
-    line(format!(
-        "  restrict_oom_score_adj = {}",
-        cfg.restrict_oom_score_adj
-    ));
+    line(format!("  restrict_oom_score_adj = {}", cfg.restrict_oom_score_adj));
     line(String::new());
     line(format!("[{CRI}.containerd]"));
     line(format!("  snapshotter = {}", quote(&cfg.snapshotter)));
@@ -229,10 +198,7 @@ pub fn render(cfg: &ContainerdConfig) -> String {
     line("  max_conf_num = 1".into());
     line(String::new());
     line(format!("[{CRI}.registry]"));
-    line(format!(
-        "  config_path = {}",
-        quote_path(&cfg.registry_config_dir)
-    ));
+    line(format!("  config_path = {}", quote_path(&cfg.registry_config_dir)));
     for (host, auth) in &cfg.registry_auths {
         line(String::new());
         line(format!("[{CRI}.registry.configs.{}.auth]", quote(host)));
@@ -279,10 +245,7 @@ pub(crate) fn quote(s: &str) -> String {
 mod tests {
     use super::*;
 
-    const NO_SYS_RESOURCE: HostFacts = HostFacts {
-        has_cap_sys_resource: false,
-        systemd_is_init: false,
-    };
+    const NO_SYS_RESOURCE: HostFacts = HostFacts { has_cap_sys_resource: false, systemd_is_init: false };
 
     fn sample() -> ContainerdConfig {
         ContainerdConfig::new(
@@ -304,14 +267,8 @@ mod tests {
         let cfg = sample();
         assert_eq!(cfg.socket, Path::new("/run/k1s/containerd/containerd.sock"));
         assert_eq!(cfg.root_dir, Path::new("/var/lib/k1s/agent/containerd"));
-        assert_eq!(
-            cfg.config_file(),
-            Path::new("/var/lib/k1s/agent/etc/containerd/config.toml")
-        );
-        assert_eq!(
-            cfg.log_file(),
-            Path::new("/var/lib/k1s/agent/containerd/containerd.log")
-        );
+        assert_eq!(cfg.config_file(), Path::new("/var/lib/k1s/agent/etc/containerd/config.toml"));
+        assert_eq!(cfg.log_file(), Path::new("/var/lib/k1s/agent/containerd/containerd.log"));
     }
 
     #[test]
@@ -321,10 +278,7 @@ mod tests {
             Path::new("/d"),
             Path::new("/r"),
             DEFAULT_SANDBOX_IMAGE,
-            HostFacts {
-                has_cap_sys_resource: true,
-                systemd_is_init: true,
-            },
+            HostFacts { has_cap_sys_resource: true, systemd_is_init: true },
         );
         assert!(!full.restrict_oom_score_adj);
         assert!(render(&full).contains("restrict_oom_score_adj = false"));
@@ -356,40 +310,23 @@ mod tests {
     fn long_socket_paths_are_rejected() {
         let mut cfg = sample();
         cfg.socket = PathBuf::from(format!("/{}/containerd.sock", "x".repeat(100)));
-        assert!(matches!(
-            cfg.validate(),
-            Err(ConfigError::SocketPathTooLong { .. })
-        ));
+        assert!(matches!(cfg.validate(), Err(ConfigError::SocketPathTooLong { .. })));
     }
 
     #[test]
     fn relative_paths_are_rejected() {
         let mut cfg = sample();
         cfg.cni_conf_dir = PathBuf::from("net.d");
-        assert!(matches!(
-            cfg.validate(),
-            Err(ConfigError::RelativePath {
-                field: "cni_conf_dir",
-                ..
-            })
-        ));
+        assert!(matches!(cfg.validate(), Err(ConfigError::RelativePath { field: "cni_conf_dir", .. })));
     }
 
     #[test]
     fn write_creates_directories_and_a_private_file() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().expect("tempdir");
-        let cfg = ContainerdConfig::new(
-            &dir.path().join("data"),
-            &dir.path().join("run"),
-            "pause:1",
-            NO_SYS_RESOURCE,
-        );
+        let cfg = ContainerdConfig::new(&dir.path().join("data"), &dir.path().join("run"), "pause:1", NO_SYS_RESOURCE);
         let path = cfg.write().expect("write config");
-        assert_eq!(
-            std::fs::read_to_string(&path).expect("read config"),
-            render(&cfg)
-        );
+        assert_eq!(std::fs::read_to_string(&path).expect("read config"), render(&cfg));
         let mode = std::fs::metadata(&path).expect("stat").permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         assert!(cfg.cni_conf_dir.is_dir());

@@ -55,10 +55,7 @@ impl HostFacts {
 }
 
 fn read_proc(path: &Path) -> Result<String, HostFactsError> {
-    std::fs::read_to_string(path).map_err(|source| HostFactsError::Read {
-        path: path.display().to_string(),
-        source,
-    })
+    std::fs::read_to_string(path).map_err(|source| HostFactsError::Read { path: path.display().to_string(), source })
 }
 
 /// The effective capability mask (`CapEff:` line) of a `/proc/<pid>/status` text.
@@ -68,9 +65,7 @@ pub fn effective_capabilities(status: &str) -> Result<u64, HostFactsError> {
         .find_map(|line| line.strip_prefix("CapEff:"))
         .map(str::trim)
         .ok_or(HostFactsError::MissingCapEff)?;
-    u64::from_str_radix(value, 16).map_err(|_| HostFactsError::InvalidCapEff {
-        value: value.to_string(),
-    })
+    u64::from_str_radix(value, 16).map_err(|_| HostFactsError::InvalidCapEff { value: value.to_string() })
 }
 
 /// Whether capability number `cap` is set in `mask`.
@@ -92,8 +87,7 @@ mod tests {
 
     #[test]
     fn root_without_cap_sys_resource_is_detected() {
-        let facts = HostFacts::from_proc(STATUS_WITHOUT_SYS_RESOURCE, "process_api\n")
-            .expect("parse status");
+        let facts = HostFacts::from_proc(STATUS_WITHOUT_SYS_RESOURCE, "process_api\n").expect("parse status");
         assert!(!facts.has_cap_sys_resource);
         assert!(!facts.systemd_is_init);
     }

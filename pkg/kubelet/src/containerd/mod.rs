@@ -12,17 +12,16 @@ mod mount;
 mod supervisor;
 
 pub(crate) use atomic_file::write_atomic;
-pub use config::{
-    render, ConfigError, ContainerdConfig, DEFAULT_CNI_BIN_DIR, DEFAULT_SANDBOX_IMAGE,
-    DEFAULT_SNAPSHOTTER,
-};
 pub(crate) use config::quote as toml_quote;
+pub use config::{
+    render, ConfigError, ContainerdConfig, DEFAULT_CNI_BIN_DIR, DEFAULT_SANDBOX_IMAGE, DEFAULT_SNAPSHOTTER,
+};
 pub use host::{effective_capabilities, has_capability, HostFacts, HostFactsError, CAP_SYS_RESOURCE};
 pub use mount::{
-    ensure_shared_mount, ensure_shared_mount_with, parse_mountinfo, MountEntry, MountError,
-    MountOps, SharedMountChange, SystemMounts,
+    ensure_shared_mount, ensure_shared_mount_with, parse_mountinfo, MountEntry, MountError, MountOps,
+    SharedMountChange, SystemMounts,
 };
 pub use supervisor::{
-    Backoff, ChildProcess, ContainerdStatus, OsChild, OsProcessControl, ProcessControl,
-    SpawnSpec, StopSignal, Supervisor, SupervisorConfig, SupervisorError, SupervisorHandle,
+    Backoff, ChildProcess, ContainerdStatus, OsChild, OsProcessControl, ProcessControl, SpawnSpec, StopSignal,
+    Supervisor, SupervisorConfig, SupervisorError, SupervisorHandle,
 };

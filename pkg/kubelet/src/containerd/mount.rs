@@ -27,11 +27,7 @@ pub enum MountError {
         source: std::io::Error,
     },
     #[error("mount {args:?} failed ({status}): {stderr}")]
-    Failed {
-        args: Vec<String>,
-        status: String,
-        stderr: String,
-    },
+    Failed { args: Vec<String>, status: String, stderr: String },
     #[error("{path} is still not a shared mount after mount --make-rshared")]
     NotShared { path: PathBuf },
 }
@@ -64,13 +60,8 @@ impl MountOps for SystemMounts {
 
     fn mount(&self, args: &[&str]) -> Result<(), MountError> {
         let owned = || args.iter().map(|a| a.to_string()).collect::<Vec<_>>();
-        let output = Command::new("mount")
-            .args(args)
-            .output()
-            .map_err(|source| MountError::Spawn {
-                args: owned(),
-                source,
-            })?;
+        let output =
+            Command::new("mount").args(args).output().map_err(|source| MountError::Spawn { args: owned(), source })?;
         if output.status.success() {
             Ok(())
         } else {
@@ -90,23 +81,12 @@ pub fn ensure_shared_mount(path: &Path) -> Result<SharedMountChange, MountError>
 
 /// Makes `path` a shared mount through `ops`: bind it onto itself when it is not a mount point,
 /// then `--make-rshared` unless it already is shared. Idempotent.
-pub fn ensure_shared_mount_with(
-    ops: &impl MountOps,
-    path: &Path,
-) -> Result<SharedMountChange, MountError> {
-    std::fs::create_dir_all(path).map_err(|source| MountError::CreateDir {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let path = std::fs::canonicalize(path).map_err(|source| MountError::CreateDir {
-        path: path.to_path_buf(),
-        source,
-    })?;
+pub fn ensure_shared_mount_with(ops: &impl MountOps, path: &Path) -> Result<SharedMountChange, MountError> {
+    std::fs::create_dir_all(path).map_err(|source| MountError::CreateDir { path: path.to_path_buf(), source })?;
+    let path =
+        std::fs::canonicalize(path).map_err(|source| MountError::CreateDir { path: path.to_path_buf(), source })?;
     let path_str = path.to_string_lossy().into_owned();
-    let mut change = SharedMountChange {
-        bind_mounted: false,
-        made_shared: false,
-    };
+    let mut change = SharedMountChange { bind_mounted: false, made_shared: false };
     let table = ops.mountinfo().map_err(MountError::ReadMountInfo)?;
     let entry = find_mount(&table, &path);
     if entry.as_ref().is_some_and(|e| e.shared) {
@@ -155,10 +135,7 @@ pub fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
 
 /// The mount at exactly `path`; the last one wins when mounts are stacked.
 fn find_mount(table: &str, path: &Path) -> Option<MountEntry> {
-    parse_mountinfo(table)
-        .into_iter()
-        .filter(|e| e.mount_point == path)
-        .next_back()
+    parse_mountinfo(table).into_iter().rfind(|e| e.mount_point == path)
 }
 
 /// mountinfo escapes space, tab, newline and backslash as `\ooo`.
@@ -169,9 +146,7 @@ fn unescape_octal(s: &str) -> String {
     while i < bytes.len() {
         if let Some(digits) = bytes.get(i + 1..i + 4).filter(|_| bytes[i] == b'\\') {
             if digits.iter().all(|d| (b'0'..=b'7').contains(d)) {
-                let value = digits
-                    .iter()
-                    .fold(0u32, |acc, d| acc * 8 + u32::from(d - b'0'));
+                let value = digits.iter().fold(0u32, |acc, d| acc * 8 + u32::from(d - b'0'));
                 if let Ok(value) = u8::try_from(value) {
                     out.push(value);
                     i += 4;
@@ -241,9 +216,7 @@ mod tests {
         }
 
         fn mount(&self, args: &[&str]) -> Result<(), MountError> {
-            self.calls
-                .borrow_mut()
-                .push(args.iter().map(|a| a.to_string()).collect());
+            self.calls.borrow_mut().push(args.iter().map(|a| a.to_string()).collect());
             let mut table = self.table.borrow_mut();
             match args {
                 ["--bind", _, target] => table.push((target.to_string(), false)),
@@ -265,19 +238,10 @@ mod tests {
         let p = path.to_string_lossy().into_owned();
         let fake = FakeMounts::new(&[("/", false)]);
         let change = ensure_shared_mount_with(&fake, &path).expect("make shared");
-        assert_eq!(
-            change,
-            SharedMountChange {
-                bind_mounted: true,
-                made_shared: true
-            }
-        );
+        assert_eq!(change, SharedMountChange { bind_mounted: true, made_shared: true });
         assert_eq!(
             *fake.calls.borrow(),
-            vec![
-                vec!["--bind".to_string(), p.clone(), p.clone()],
-                vec!["--make-rshared".to_string(), p]
-            ]
+            vec![vec!["--bind".to_string(), p.clone(), p.clone()], vec!["--make-rshared".to_string(), p]]
         );
     }
 

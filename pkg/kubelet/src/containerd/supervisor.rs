@@ -37,17 +37,9 @@ pub enum SupervisorError {
         source: std::io::Error,
     },
     #[error("containerd exited ({status}) before its socket {socket} accepted connections; see {log}")]
-    ExitedBeforeReady {
-        status: String,
-        socket: PathBuf,
-        log: PathBuf,
-    },
+    ExitedBeforeReady { status: String, socket: PathBuf, log: PathBuf },
     #[error("containerd socket {socket} did not accept connections within {timeout:?}; see {log}")]
-    NotReady {
-        socket: PathBuf,
-        timeout: Duration,
-        log: PathBuf,
-    },
+    NotReady { socket: PathBuf, timeout: Duration, log: PathBuf },
     #[error("waiting for containerd (pid {pid:?})")]
     Wait {
         pid: Option<u32>,
@@ -122,11 +114,7 @@ pub struct Backoff {
 
 impl Default for Backoff {
     fn default() -> Self {
-        Self {
-            initial: Duration::from_millis(500),
-            max: Duration::from_secs(30),
-            reset_after: Duration::from_secs(60),
-        }
+        Self { initial: Duration::from_millis(500), max: Duration::from_secs(30), reset_after: Duration::from_secs(60) }
     }
 }
 
@@ -166,10 +154,7 @@ impl SupervisorConfig {
     fn spawn_spec(&self) -> SpawnSpec {
         SpawnSpec {
             binary: self.binary.clone(),
-            args: vec![
-                "--config".to_string(),
-                self.config_file.to_string_lossy().into_owned(),
-            ],
+            args: vec!["--config".to_string(), self.config_file.to_string_lossy().into_owned()],
             log_file: self.log_file.clone(),
         }
     }
@@ -212,10 +197,7 @@ impl<P: ProcessControl> Supervisor<P> {
     /// Stops a containerd left by a previous run, starts containerd, and returns once its socket
     /// accepts connections; from then on a background task restarts it whenever it exits,
     /// until `cancel` fires, when it is stopped. A first start that fails is an error.
-    pub async fn start(
-        self,
-        cancel: CancellationToken,
-    ) -> Result<SupervisorHandle, SupervisorError> {
+    pub async fn start(self, cancel: CancellationToken) -> Result<SupervisorHandle, SupervisorError> {
         let Supervisor { config, control } = self;
         stop_stale(&control, &config).await?;
         let (status_tx, status_rx) = watch::channel(ContainerdStatus::default());
@@ -237,11 +219,7 @@ impl<P: ProcessControl> Supervisor<P> {
         );
         let socket = config.socket.clone();
         let task = tokio::spawn(supervise(control, config, child, status_tx, cancel));
-        Ok(SupervisorHandle {
-            socket,
-            status: status_rx,
-            task,
-        })
+        Ok(SupervisorHandle { socket, status: status_rx, task })
     }
 }
 
@@ -275,14 +253,8 @@ impl SupervisorHandle {
 }
 
 /// Stops a containerd recorded in the pid file that still runs our config.
-async fn stop_stale<P: ProcessControl>(
-    control: &P,
-    config: &SupervisorConfig,
-) -> Result<(), SupervisorError> {
-    let Some(pid) = std::fs::read_to_string(&config.pid_file)
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok())
-    else {
+async fn stop_stale<P: ProcessControl>(control: &P, config: &SupervisorConfig) -> Result<(), SupervisorError> {
+    let Some(pid) = std::fs::read_to_string(&config.pid_file).ok().and_then(|s| s.trim().parse::<u32>().ok()) else {
         return Ok(());
     };
     if !control.is_supervised_containerd(pid, &config.binary, &config.config_file) {
@@ -313,18 +285,12 @@ async fn start_once<P: ProcessControl>(
     prepare_log(&config.log_file)?;
     let mut child = control
         .spawn(&config.spawn_spec())
-        .map_err(|source| SupervisorError::Spawn {
-            binary: config.binary.clone(),
-            source,
-        })?;
+        .map_err(|source| SupervisorError::Spawn { binary: config.binary.clone(), source })?;
     let pid = child.id();
     if let Some(pid) = pid {
         if let Err(source) = std::fs::write(&config.pid_file, format!("{pid}\n")) {
             stop_child(&mut child, config.stop_grace).await;
-            return Err(SupervisorError::PidFile {
-                path: config.pid_file.clone(),
-                source,
-            });
+            return Err(SupervisorError::PidFile { path: config.pid_file.clone(), source });
         }
     }
     status.send_modify(|s| {
@@ -455,10 +421,7 @@ async fn stop_child<C: ChildProcess>(child: &mut C, grace: Duration) {
 /// Keeps at most one previous log (`containerd.log.1`) once the log passes 16 MiB.
 fn prepare_log(path: &Path) -> Result<(), SupervisorError> {
     const MAX_LOG: u64 = 16 << 20;
-    let err = |source| SupervisorError::LogFile {
-        path: path.to_path_buf(),
-        source,
-    };
+    let err = |source| SupervisorError::LogFile { path: path.to_path_buf(), source };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(err)?;
     }
@@ -499,10 +462,7 @@ impl ProcessControl for OsProcessControl {
     type Child = OsChild;
 
     fn spawn(&self, spec: &SpawnSpec) -> std::io::Result<OsChild> {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&spec.log_file)?;
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&spec.log_file)?;
         let child = tokio::process::Command::new(&spec.binary)
             .args(&spec.args)
             .stdin(Stdio::null())
@@ -531,12 +491,10 @@ impl ProcessControl for OsProcessControl {
             return false;
         };
         let name = binary.file_name().map(|n| n.as_encoded_bytes());
-        let first_name = Path::new(std::ffi::OsStr::from_bytes(first))
-            .file_name()
-            .map(|n| n.as_encoded_bytes());
+        let first_name = Path::new(std::ffi::OsStr::from_bytes(first)).file_name().map(|n| n.as_encoded_bytes());
         let config = config_file.as_os_str().as_encoded_bytes();
         // A zombie has an empty cmdline and is not running.
-        name.is_some() && name == first_name && args.iter().any(|a| *a == config)
+        name.is_some() && name == first_name && args.contains(&config)
     }
 
     fn signal_pid(&self, pid: u32, signal: StopSignal) -> std::io::Result<()> {
@@ -546,8 +504,7 @@ impl ProcessControl for OsProcessControl {
 
 fn send_signal(pid: u32, signal: StopSignal) -> std::io::Result<()> {
     let raw = i32::try_from(pid).map_err(|_| std::io::Error::other("pid out of range"))?;
-    let pid = rustix::process::Pid::from_raw(raw)
-        .ok_or_else(|| std::io::Error::other("pid 0 cannot be signalled"))?;
+    let pid = rustix::process::Pid::from_raw(raw).ok_or_else(|| std::io::Error::other("pid 0 cannot be signalled"))?;
     let signal = match signal {
         StopSignal::Term => rustix::process::Signal::TERM,
         StopSignal::Kill => rustix::process::Signal::KILL,

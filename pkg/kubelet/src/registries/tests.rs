@@ -8,10 +8,7 @@ fn files(yaml: &str) -> BTreeMap<String, String> {
 }
 
 fn one(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), format!("{HOSTS_TOML_HEADER}{v}")))
-        .collect()
+    pairs.iter().map(|(k, v)| (k.to_string(), format!("{HOSTS_TOML_HEADER}{v}"))).collect()
 }
 
 #[test]
@@ -23,20 +20,14 @@ fn no_registries_give_no_files() {
 #[test]
 fn plain_http_local_registry_gets_an_http_server() {
     let yaml = "mirrors:\n  \"127.0.0.1:5000\":\n    endpoint:\n      - http://127.0.0.1:5000\n";
-    assert_eq!(
-        files(yaml),
-        one(&[("127.0.0.1:5000", "server = \"http://127.0.0.1:5000/v2\"\n")])
-    );
+    assert_eq!(files(yaml), one(&[("127.0.0.1:5000", "server = \"http://127.0.0.1:5000/v2\"\n")]));
 }
 
 #[test]
 fn add_plain_http_registry_needs_no_registries_file() {
     let mut registries = Registries::default();
     registries.add_plain_http_registry("127.0.0.1:5000");
-    assert_eq!(
-        registries.hosts_files(),
-        one(&[("127.0.0.1:5000", "server = \"http://127.0.0.1:5000/v2\"\n")])
-    );
+    assert_eq!(registries.hosts_files(), one(&[("127.0.0.1:5000", "server = \"http://127.0.0.1:5000/v2\"\n")]));
 }
 
 #[test]
@@ -44,10 +35,7 @@ fn add_plain_http_registry_keeps_what_the_file_says() {
     let yaml = "mirrors:\n  \"127.0.0.1:5000\":\n    endpoint: [\"https://127.0.0.1:5000\"]\n";
     let mut registries = Registries::parse(yaml).expect("parse");
     registries.add_plain_http_registry("127.0.0.1:5000");
-    assert_eq!(
-        registries.mirrors["127.0.0.1:5000"].endpoints,
-        vec!["https://127.0.0.1:5000"]
-    );
+    assert_eq!(registries.mirrors["127.0.0.1:5000"].endpoints, vec!["https://127.0.0.1:5000"]);
 }
 
 #[test]
@@ -60,10 +48,7 @@ fn default_endpoint_alone_needs_no_file() {
 #[test]
 fn registry_with_only_credentials_gets_its_server() {
     let yaml = "configs:\n  docker.io:\n    auth:\n      username: user\n      password: pass\n";
-    assert_eq!(
-        files(yaml),
-        one(&[("docker.io", "server = \"https://registry-1.docker.io/v2\"\n")])
-    );
+    assert_eq!(files(yaml), one(&[("docker.io", "server = \"https://registry-1.docker.io/v2\"\n")]));
 }
 
 #[test]
@@ -107,7 +92,14 @@ server = \"https://registry-1.docker.io/v2\"
   capabilities = [\"pull\", \"resolve\"]
 ";
     let got = files(yaml);
-    assert_eq!(got, one(&[("docker.io", expected)]), "{got:#?}");
+    // Registries with settings of their own also get their own file.
+    let mirror = "server = \"https://mirror.example.com/v2\"\nca = [\"/etc/ssl/mirror-ca.pem\"]\nclient = [[\"/etc/ssl/client.pem\", \"/etc/ssl/client-key.pem\"]]\n";
+    let org = "server = \"https://registry.example.org/v2\"\nskip_verify = true\n";
+    assert_eq!(
+        got,
+        one(&[("docker.io", expected), ("mirror.example.com", mirror), ("registry.example.org", org)]),
+        "{got:#?}"
+    );
 }
 
 #[test]
@@ -212,14 +204,8 @@ configs:
     let registries = Registries::parse(yaml).expect("parse");
     assert_eq!(registries.mirrors["docker.io"], Mirror::default());
     assert_eq!(registries.mirrors["quay.io"].rewrite["^library/(.*)"], "mirrored/$1");
-    assert_eq!(
-        registries.configs["ghcr.io"].auth.as_ref().and_then(|a| a.identity_token.as_deref()),
-        Some("tok")
-    );
-    assert_eq!(
-        registries.configs["gcr.io"].auth.as_ref().and_then(|a| a.auth.as_deref()),
-        Some("dXNlcjpwYXNz")
-    );
+    assert_eq!(registries.configs["ghcr.io"].auth.as_ref().and_then(|a| a.identity_token.as_deref()), Some("tok"));
+    assert_eq!(registries.configs["gcr.io"].auth.as_ref().and_then(|a| a.auth.as_deref()), Some("dXNlcjpwYXNz"));
     assert_eq!(registries.configs["empty.example.com"], RegistryConfig::default());
 }
 
@@ -253,9 +239,7 @@ configs:
     assert_eq!(hub.registry, "docker.io");
     assert_eq!(hub.server_address, "https://registry-1.docker.io");
     assert_eq!(hub.auth.username.as_deref(), Some("hub"));
-    let local = registries
-        .credentials_for_image("127.0.0.1:5000/busybox:1.36")
-        .expect("local creds");
+    let local = registries.credentials_for_image("127.0.0.1:5000/busybox:1.36").expect("local creds");
     assert_eq!(local.server_address, "https://127.0.0.1:5000");
     assert_eq!(local.auth.password.as_deref(), Some("localpass"));
     assert!(registries.credentials_for_image("quay.io/x/y:1").is_none());

@@ -92,10 +92,8 @@ impl ChildProcess for FakeChild {
         let pid = self.pid;
         let reaped = &mut self.reaped;
         async move {
-            let raw = *exit
-                .wait_for(Option::is_some)
-                .await
-                .map_err(|_| std::io::Error::other("fake process vanished"))?;
+            let raw =
+                *exit.wait_for(Option::is_some).await.map_err(|_| std::io::Error::other("fake process vanished"))?;
             *reaped = true;
             if let Some(p) = control.state().procs.iter_mut().find(|p| p.pid == pid) {
                 p.reaped = true;
@@ -110,11 +108,7 @@ impl ChildProcess for FakeChild {
         }
         let mut state = self.control.state();
         state.signals.push((self.pid, signal));
-        let proc = state
-            .procs
-            .iter()
-            .find(|p| p.pid == self.pid)
-            .expect("signalled process exists");
+        let proc = state.procs.iter().find(|p| p.pid == self.pid).expect("signalled process exists");
         let dies = match signal {
             StopSignal::Kill => Some(9),
             StopSignal::Term if proc.behaviour != Behaviour::ListenIgnoringTerm => Some(15),
@@ -142,29 +136,14 @@ impl ProcessControl for FakeControl {
         let pid = 1000 + state.procs.len() as u32;
         let initial = (behaviour == Behaviour::ExitAtOnce).then_some(1 << 8);
         let (exit, rx) = watch::channel(initial);
-        state.procs.push(FakeProc {
-            pid,
-            behaviour,
-            exit,
-            reaped: false,
-            spawned_at: Instant::now(),
-        });
-        Ok(FakeChild {
-            pid,
-            control: self.clone(),
-            exit: rx,
-            reaped: false,
-        })
+        state.procs.push(FakeProc { pid, behaviour, exit, reaped: false, spawned_at: Instant::now() });
+        Ok(FakeChild { pid, control: self.clone(), exit: rx, reaped: false })
     }
 
     fn socket_accepts(&self, _socket: &Path) -> impl Future<Output = bool> + Send {
         let state = self.state();
         let accepts = state.procs.last().is_some_and(|p| {
-            p.exit.borrow().is_none()
-                && matches!(
-                    p.behaviour,
-                    Behaviour::Listen | Behaviour::ListenIgnoringTerm
-                )
+            p.exit.borrow().is_none() && matches!(p.behaviour, Behaviour::Listen | Behaviour::ListenIgnoringTerm)
         });
         std::future::ready(accepts)
     }
@@ -217,10 +196,7 @@ async fn start_returns_once_the_socket_accepts_and_records_the_pid() {
     let dir = tempfile::tempdir().expect("tempdir");
     let fake = FakeControl::scripted(&[Behaviour::Listen]);
     let cancel = CancellationToken::new();
-    let handle = Supervisor::with_control(config(dir.path()), fake.clone())
-        .start(cancel.clone())
-        .await
-        .expect("start");
+    let handle = Supervisor::with_control(config(dir.path()), fake.clone()).start(cancel.clone()).await.expect("start");
     let status = handle.status();
     assert!(status.ready);
     assert_eq!(status.pid, Some(1000));
@@ -238,10 +214,7 @@ async fn exited_containerd_is_restarted_after_the_initial_backoff() {
     let dir = tempfile::tempdir().expect("tempdir");
     let fake = FakeControl::scripted(&[Behaviour::Listen, Behaviour::Listen]);
     let cancel = CancellationToken::new();
-    let handle = Supervisor::with_control(config(dir.path()), fake.clone())
-        .start(cancel.clone())
-        .await
-        .expect("start");
+    let handle = Supervisor::with_control(config(dir.path()), fake.clone()).start(cancel.clone()).await.expect("start");
     let mut rx = handle.subscribe();
     fake.crash(0, 2);
     let down = wait_status(&mut rx, |s| !s.ready).await;
@@ -268,10 +241,7 @@ async fn failed_restarts_back_off_exponentially_up_to_the_maximum() {
         Behaviour::Listen,
     ]);
     let cancel = CancellationToken::new();
-    let handle = Supervisor::with_control(config(dir.path()), fake.clone())
-        .start(cancel.clone())
-        .await
-        .expect("start");
+    let handle = Supervisor::with_control(config(dir.path()), fake.clone()).start(cancel.clone()).await.expect("start");
     let mut rx = handle.subscribe();
     fake.crash(0, 1);
     wait_status(&mut rx, |s| s.restarts == 1 && s.ready).await;
@@ -288,17 +258,9 @@ async fn failed_restarts_back_off_exponentially_up_to_the_maximum() {
 #[tokio::test(start_paused = true)]
 async fn backoff_resets_after_a_long_healthy_run() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let fake = FakeControl::scripted(&[
-        Behaviour::Listen,
-        Behaviour::ExitAtOnce,
-        Behaviour::Listen,
-        Behaviour::Listen,
-    ]);
+    let fake = FakeControl::scripted(&[Behaviour::Listen, Behaviour::ExitAtOnce, Behaviour::Listen, Behaviour::Listen]);
     let cancel = CancellationToken::new();
-    let handle = Supervisor::with_control(config(dir.path()), fake.clone())
-        .start(cancel.clone())
-        .await
-        .expect("start");
+    let handle = Supervisor::with_control(config(dir.path()), fake.clone()).start(cancel.clone()).await.expect("start");
     let mut rx = handle.subscribe();
     fake.crash(0, 1);
     wait_status(&mut rx, |s| s.restarts == 1 && s.ready).await;
@@ -316,10 +278,7 @@ async fn cancellation_sends_sigterm_and_reaps_the_process() {
     let dir = tempfile::tempdir().expect("tempdir");
     let fake = FakeControl::scripted(&[Behaviour::Listen]);
     let cancel = CancellationToken::new();
-    let handle = Supervisor::with_control(config(dir.path()), fake.clone())
-        .start(cancel.clone())
-        .await
-        .expect("start");
+    let handle = Supervisor::with_control(config(dir.path()), fake.clone()).start(cancel.clone()).await.expect("start");
     let rx = handle.subscribe();
     cancel.cancel();
     handle.join().await.expect("join");
@@ -334,18 +293,12 @@ async fn sigkill_follows_when_sigterm_is_ignored_for_the_grace_period() {
     let dir = tempfile::tempdir().expect("tempdir");
     let fake = FakeControl::scripted(&[Behaviour::ListenIgnoringTerm]);
     let cancel = CancellationToken::new();
-    let handle = Supervisor::with_control(config(dir.path()), fake.clone())
-        .start(cancel.clone())
-        .await
-        .expect("start");
+    let handle = Supervisor::with_control(config(dir.path()), fake.clone()).start(cancel.clone()).await.expect("start");
     let before = Instant::now();
     cancel.cancel();
     handle.join().await.expect("join");
     assert!(before.elapsed() >= Duration::from_secs(3));
-    assert_eq!(
-        fake.signals(),
-        vec![(1000, StopSignal::Term), (1000, StopSignal::Kill)]
-    );
+    assert_eq!(fake.signals(), vec![(1000, StopSignal::Term), (1000, StopSignal::Kill)]);
     assert!(fake.all_reaped());
 }
 
@@ -358,10 +311,7 @@ async fn first_start_that_exits_is_an_error() {
         .await
         .err()
         .expect("start fails");
-    assert!(
-        matches!(&err, SupervisorError::ExitedBeforeReady { status, .. } if status == "exit status: 1"),
-        "{err}"
-    );
+    assert!(matches!(&err, SupervisorError::ExitedBeforeReady { status, .. } if status == "exit status: 1"), "{err}");
     assert!(fake.all_reaped());
 }
 
@@ -393,14 +343,8 @@ async fn containerd_left_by_a_previous_run_is_stopped_before_starting() {
         state.stale_ignores_term = true;
     }
     let cancel = CancellationToken::new();
-    let handle = Supervisor::with_control(cfg, fake.clone())
-        .start(cancel.clone())
-        .await
-        .expect("start");
-    assert_eq!(
-        fake.signals(),
-        vec![(4242, StopSignal::Term), (4242, StopSignal::Kill)]
-    );
+    let handle = Supervisor::with_control(cfg, fake.clone()).start(cancel.clone()).await.expect("start");
+    assert_eq!(fake.signals(), vec![(4242, StopSignal::Term), (4242, StopSignal::Kill)]);
     assert_eq!(handle.status().pid, Some(1000));
     cancel.cancel();
     handle.join().await.expect("join");
@@ -413,10 +357,7 @@ async fn a_pid_file_naming_another_process_is_ignored() {
     std::fs::write(&cfg.pid_file, "4242\n").expect("write pid file");
     let fake = FakeControl::scripted(&[Behaviour::Listen]);
     let cancel = CancellationToken::new();
-    let handle = Supervisor::with_control(cfg, fake.clone())
-        .start(cancel.clone())
-        .await
-        .expect("start");
+    let handle = Supervisor::with_control(cfg, fake.clone()).start(cancel.clone()).await.expect("start");
     assert!(fake.signals().is_empty(), "no signal to a process not ours");
     cancel.cancel();
     handle.join().await.expect("join");
@@ -427,10 +368,7 @@ async fn cancellation_during_restart_backoff_ends_supervision() {
     let dir = tempfile::tempdir().expect("tempdir");
     let fake = FakeControl::scripted(&[Behaviour::Listen]);
     let cancel = CancellationToken::new();
-    let handle = Supervisor::with_control(config(dir.path()), fake.clone())
-        .start(cancel.clone())
-        .await
-        .expect("start");
+    let handle = Supervisor::with_control(config(dir.path()), fake.clone()).start(cancel.clone()).await.expect("start");
     let mut rx = handle.subscribe();
     fake.crash(0, 1);
     wait_status(&mut rx, |s| !s.ready).await;
@@ -463,23 +401,21 @@ fn large_logs_are_rotated_once() {
 async fn real_processes_are_started_signalled_and_reaped() {
     // `sleep` stands in for containerd: spawn, SIGTERM, reap, through the real implementation.
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = SpawnSpec {
-        binary: PathBuf::from("sleep"),
-        args: vec!["30".into()],
-        log_file: dir.path().join("sleep.log"),
-    };
+    let spec =
+        SpawnSpec { binary: PathBuf::from("sleep"), args: vec!["30".into()], log_file: dir.path().join("sleep.log") };
     let mut child = OsProcessControl.spawn(&spec).expect("spawn sleep");
     let pid = child.id().expect("pid");
-    assert!(OsProcessControl.is_supervised_containerd(
-        pid,
-        Path::new("/usr/bin/sleep"),
-        Path::new("30")
-    ));
-    assert!(!OsProcessControl.is_supervised_containerd(
-        pid,
-        Path::new("containerd"),
-        Path::new("30")
-    ));
+    // Right after fork the child still shows our command line: wait for the exec.
+    let mut recognized = false;
+    for _ in 0..200 {
+        recognized = OsProcessControl.is_supervised_containerd(pid, Path::new("/usr/bin/sleep"), Path::new("30"));
+        if recognized {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(recognized, "sleep 30 recognized by its command line");
+    assert!(!OsProcessControl.is_supervised_containerd(pid, Path::new("containerd"), Path::new("30")));
     stop_child(&mut child, Duration::from_secs(5)).await;
     assert_eq!(child.id(), None, "reaped");
     assert!(!Path::new(&format!("/proc/{pid}")).exists(), "no zombie left");

@@ -1,0 +1,427 @@
+//! The kubelet's HTTPS API, as upstream's (`pkg/kubelet/server/server.go`) for what the API
+//! server asks of it:
+//!
+//! - `GET /containerLogs/{ns}/{pod}/{container}` (`follow`, `previous`, `tailLines`,
+//!   `sinceSeconds`, `sinceTime`, `timestamps`, `limitBytes`): the container's CRI log file;
+//! - `GET|POST /exec/{ns}/{pod}[/{uid}]/{container}?command=…&input=1&output=1&error=1&tty=1`,
+//!   `/attach/…` and `/portForward/{ns}/{pod}[/{uid}]`: CRI `Exec`/`Attach`/`PortForward` give a
+//!   URL on the runtime's streaming server, and the upgrade (SPDY/3.1 or WebSocket) is proxied
+//!   there and spliced;
+//! - `GET /healthz`.
+//!
+//! TLS with the caller's serving certificate; clients must present a certificate the cluster CA
+//! signed, and only the API server's identity (or `system:masters`) is authorized.
+
+pub mod auth;
+pub mod resolve;
+pub mod upgrade;
+
+use crate::logs::{LogOptions, LogReader, RunningProbe};
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full, StreamBody};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use k1s_cri::v1 as cri;
+use k1s_cri::RuntimeService;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+
+pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// PEM material of the kubelet's listener.
+#[derive(Clone, Debug)]
+pub struct ServerTls {
+    /// The cluster CA: client certificates must chain to it.
+    pub ca_pem: String,
+    /// The kubelet's serving certificate (signed by the cluster CA, with the node's IPs and
+    /// hostname as SANs, since the API server dials the node's address).
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+/// How to run the kubelet's server.
+pub struct ServerConfig {
+    /// Where to listen; port 0 picks a free one (see [`KubeletServer::local_addr`]).
+    pub listen: SocketAddr,
+    pub tls: ServerTls,
+    pub runtime: Arc<dyn RuntimeService>,
+}
+
+/// A running kubelet server.
+pub struct KubeletServer {
+    /// The bound address: its port is the Node's `daemonEndpoints.kubeletEndpoint.Port`.
+    pub local_addr: SocketAddr,
+    pub task: JoinHandle<()>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("invalid kubelet TLS material ({what}): {message}")]
+    Tls { what: &'static str, message: String },
+    #[error("binding the kubelet server to {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+}
+
+fn tls_config(m: &ServerTls) -> Result<rustls::ServerConfig, ServerError> {
+    let tls = |what, e: &dyn std::fmt::Display| ServerError::Tls { what, message: e.to_string() };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(m.ca_pem.as_bytes()) {
+        roots.add(c.map_err(|e| tls("ca", &e))?).map_err(|e| tls("ca", &e))?;
+    }
+    // Unauthenticated clients get through the handshake and a 401, as upstream.
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| tls("client verifier", &e))?;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(m.cert_pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|e| tls("serving certificate", &e))?;
+    let key = PrivateKeyDer::from_pem_slice(m.key_pem.as_bytes()).map_err(|e| tls("serving key", &e))?;
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls("protocol versions", &e))?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .map_err(|e| tls("serving certificate", &e))?;
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(cfg)
+}
+
+/// Binds and serves until `cancel` fires.
+pub async fn serve(config: ServerConfig, cancel: CancellationToken) -> Result<KubeletServer, ServerError> {
+    let tls = tls_config(&config.tls)?;
+    let listener =
+        TcpListener::bind(config.listen).await.map_err(|source| ServerError::Bind { addr: config.listen, source })?;
+    let local_addr = listener.local_addr().map_err(|source| ServerError::Bind { addr: config.listen, source })?;
+    tracing::info!(%local_addr, "kubelet server listening");
+    let task = tokio::spawn(accept_loop(listener, TlsAcceptor::from(Arc::new(tls)), config.runtime, cancel));
+    Ok(KubeletServer { local_addr, task })
+}
+
+async fn accept_loop(listener: TcpListener, acceptor: TlsAcceptor, rt: Arc<dyn RuntimeService>, cancel: CancellationToken) {
+    loop {
+        let (tcp, remote) = tokio::select! {
+            _ = cancel.cancelled() => return,
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "kubelet server accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = tcp.set_nodelay(true);
+        let (acceptor, rt, cancel) = (acceptor.clone(), rt.clone(), cancel.clone());
+        tokio::spawn(async move {
+            let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+                Ok(Ok(t)) => t,
+                Ok(Err(e)) => {
+                    tracing::debug!(%remote, error = %e, "kubelet TLS handshake failed");
+                    return;
+                }
+                Err(_) => return,
+            };
+            let peer: Arc<Vec<Vec<u8>>> = Arc::new(
+                tls.get_ref().1.peer_certificates().map(|c| c.iter().map(|d| d.to_vec()).collect()).unwrap_or_default(),
+            );
+            let svc = hyper::service::service_fn(move |req| {
+                let (rt, peer) = (rt.clone(), peer.clone());
+                async move { Ok::<_, Infallible>(handle(rt, &peer, req).await) }
+            });
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), svc);
+            tokio::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::trace!(%remote, error = %e, "kubelet connection ended");
+                    }
+                }
+                _ = cancel.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
+                }
+            }
+        });
+    }
+}
+
+pub(crate) fn full(code: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(Full::new(body.into()).boxed_unsync());
+    *r.status_mut() = code;
+    r
+}
+
+/// A plain-text answer, as upstream's kubelet writes its errors.
+pub(crate) fn text(code: StatusCode, msg: &str) -> Response<Body> {
+    let mut r = full(code, format!("{msg}\n"));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r
+}
+
+/// What a request path addresses.
+#[derive(Debug, PartialEq, Eq)]
+enum Route {
+    Healthz,
+    ContainerLogs { namespace: String, pod: String, container: String },
+    Exec { namespace: String, pod: String, container: String },
+    Attach { namespace: String, pod: String, container: String },
+    PortForward { namespace: String, pod: String },
+    NotFound,
+}
+
+fn route(path: &str) -> Route {
+    let parts: Vec<String> = path
+        .trim_matches('/')
+        .split('/')
+        .map(|s| percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned())
+        .collect();
+    let p: Vec<&str> = parts.iter().map(String::as_str).collect();
+    let named = |ns: &str, pod: &str, c: &str| (ns.to_string(), pod.to_string(), c.to_string());
+    match p.as_slice() {
+        ["healthz"] => Route::Healthz,
+        ["containerLogs", ns, pod, c] if ![ns, pod, c].iter().any(|s| s.is_empty()) => {
+            let (namespace, pod, container) = named(ns, pod, c);
+            Route::ContainerLogs { namespace, pod, container }
+        }
+        [verb @ ("exec" | "attach"), ns, pod, c] | [verb @ ("exec" | "attach"), ns, pod, _, c]
+            if ![ns, pod, c].iter().any(|s| s.is_empty()) =>
+        {
+            let (namespace, pod, container) = named(ns, pod, c);
+            if *verb == "exec" {
+                Route::Exec { namespace, pod, container }
+            } else {
+                Route::Attach { namespace, pod, container }
+            }
+        }
+        ["portForward", ns, pod] | ["portForward", ns, pod, _] if !ns.is_empty() && !pod.is_empty() => {
+            Route::PortForward { namespace: ns.to_string(), pod: pod.to_string() }
+        }
+        _ => Route::NotFound,
+    }
+}
+
+async fn handle(rt: Arc<dyn RuntimeService>, peer: &[Vec<u8>], req: Request<Incoming>) -> Response<Body> {
+    let route = route(req.uri().path());
+    if route == Route::Healthz {
+        return text(StatusCode::OK, "ok");
+    }
+    let verb = match *req.method() {
+        Method::GET | Method::HEAD => "get",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        _ => "unknown",
+    };
+    let id = match auth::identify(peer) {
+        Ok(id) => id,
+        Err(e) => return text(StatusCode::UNAUTHORIZED, &e.to_string()),
+    };
+    if let Err(e) = auth::authorize(&id, verb, "proxy") {
+        return text(StatusCode::FORBIDDEN, &e.to_string());
+    }
+    tracing::debug!(method = %req.method(), path = %req.uri().path(), user = %id.user, "kubelet request");
+    let is_get = req.method() == Method::GET;
+    let is_get_or_post = is_get || req.method() == Method::POST;
+    match route {
+        Route::ContainerLogs { namespace, pod, container } if is_get => {
+            container_logs(rt, &namespace, &pod, &container, req.uri().query().unwrap_or("")).await
+        }
+        Route::Exec { namespace, pod, container } if is_get_or_post => {
+            stream(rt.as_ref(), req, &namespace, &pod, Some(&container), Verb::Exec).await
+        }
+        Route::Attach { namespace, pod, container } if is_get_or_post => {
+            stream(rt.as_ref(), req, &namespace, &pod, Some(&container), Verb::Attach).await
+        }
+        Route::PortForward { namespace, pod } if is_get_or_post => {
+            stream(rt.as_ref(), req, &namespace, &pod, None, Verb::PortForward).await
+        }
+        Route::NotFound => text(StatusCode::NOT_FOUND, "404 page not found"),
+        _ => text(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed"),
+    }
+}
+
+/// Follows a container's state for `logs -f`.
+struct CriRunning {
+    rt: Arc<dyn RuntimeService>,
+    id: String,
+}
+
+impl RunningProbe for CriRunning {
+    fn running(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        Box::pin(async move {
+            let req = cri::ContainerStatusRequest { container_id: self.id.clone(), verbose: false };
+            match self.rt.container_status(req).await {
+                Ok(r) => r.status.is_some_and(|s| s.state() == cri::ContainerState::ContainerRunning),
+                Err(e) => {
+                    tracing::debug!(container = %self.id, error = %e, "container status while following its log");
+                    false
+                }
+            }
+        })
+    }
+}
+
+fn status_of(code: u16) -> StatusCode {
+    StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+async fn container_logs(
+    rt: Arc<dyn RuntimeService>,
+    namespace: &str,
+    pod: &str,
+    container: &str,
+    query: &str,
+) -> Response<Body> {
+    let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+    let opts = match LogOptions::from_query(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())), jiff::Timestamp::now()) {
+        Ok(o) => o,
+        Err(e) => return text(StatusCode::BAD_REQUEST, &e.to_string()),
+    };
+    let c = match resolve::log_container(rt.as_ref(), namespace, pod, container, opts.previous).await {
+        Ok(c) => c,
+        Err(e) => return text(status_of(e.status()), &e.to_string()),
+    };
+    let status = match rt.container_status(cri::ContainerStatusRequest { container_id: c.id.clone(), verbose: false }).await
+    {
+        Ok(r) => r.status.unwrap_or_default(),
+        Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    };
+    if status.log_path.is_empty() {
+        return text(StatusCode::BAD_REQUEST, &format!("container {container:?} in pod {pod:?} has no log file"));
+    }
+    let reader = match LogReader::open(std::path::Path::new(&status.log_path), opts).await {
+        Ok(r) => r,
+        Err(e) => return text(StatusCode::BAD_REQUEST, &e.to_string()),
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(16);
+    let probe = CriRunning { rt, id: c.id };
+    tokio::spawn(async move {
+        if let Err(e) = reader.stream(&probe, tx).await {
+            tracing::debug!(error = %e, "streaming a container log failed");
+        }
+    });
+    let body = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(hyper::body::Frame::data(b)), rx))
+    });
+    let mut r = Response::new(StreamBody::new(body).boxed_unsync());
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    r
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verb {
+    Exec,
+    Attach,
+    PortForward,
+}
+
+/// Upstream's stream options: `input`, `output`, `error`, `tty` set to `1` (`true` accepted).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct StreamOpts {
+    stdin: bool,
+    stdout: bool,
+    stderr: bool,
+    tty: bool,
+}
+
+fn stream_opts(pairs: &[(String, String)]) -> Result<StreamOpts, &'static str> {
+    let on = |k: &str| pairs.iter().any(|(n, v)| n == k && (v == "1" || v == "true"));
+    let mut o = StreamOpts { stdin: on("input"), stdout: on("output"), stderr: on("error"), tty: on("tty") };
+    if o.tty && o.stderr {
+        // Upstream warns and drops stderr: a terminal has one output.
+        o.stderr = false;
+    }
+    if !o.stdin && !o.stdout && !o.stderr {
+        return Err("you must specify at least 1 of stdin, stdout, stderr");
+    }
+    Ok(o)
+}
+
+async fn stream(
+    rt: &dyn RuntimeService,
+    req: Request<Incoming>,
+    namespace: &str,
+    pod: &str,
+    container: Option<&str>,
+    verb: Verb,
+) -> Response<Body> {
+    let pairs: Vec<(String, String)> =
+        form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes()).into_owned().collect();
+    let url = match (verb, container) {
+        (Verb::Exec | Verb::Attach, Some(container)) => {
+            let opts = match stream_opts(&pairs) {
+                Ok(o) => o,
+                Err(e) => return text(StatusCode::BAD_REQUEST, e),
+            };
+            let c = match resolve::running_container(rt, namespace, pod, container).await {
+                Ok(c) => c,
+                Err(e) => return text(status_of(e.status()), &e.to_string()),
+            };
+            if verb == Verb::Exec {
+                let cmd: Vec<String> = pairs.iter().filter(|(k, _)| k == "command").map(|(_, v)| v.clone()).collect();
+                if cmd.is_empty() {
+                    return text(StatusCode::BAD_REQUEST, "missing command");
+                }
+                let r = cri::ExecRequest {
+                    container_id: c.id,
+                    cmd,
+                    tty: opts.tty,
+                    stdin: opts.stdin,
+                    stdout: opts.stdout,
+                    stderr: opts.stderr,
+                };
+                rt.exec(r).await.map(|r| r.url)
+            } else {
+                let r = cri::AttachRequest {
+                    container_id: c.id,
+                    stdin: opts.stdin,
+                    tty: opts.tty,
+                    stdout: opts.stdout,
+                    stderr: opts.stderr,
+                };
+                rt.attach(r).await.map(|r| r.url)
+            }
+        }
+        _ => {
+            let sb = match resolve::ready_sandbox(rt, namespace, pod).await {
+                Ok(s) => s,
+                Err(e) => return text(status_of(e.status()), &e.to_string()),
+            };
+            let mut ports = Vec::new();
+            for p in pairs.iter().filter(|(k, _)| k == "port").flat_map(|(_, v)| v.split(',')) {
+                match p.trim().parse::<u16>() {
+                    Ok(n) if n > 0 => ports.push(i32::from(n)),
+                    _ => return text(StatusCode::BAD_REQUEST, &format!("invalid port {p:?}")),
+                }
+            }
+            rt.port_forward(cri::PortForwardRequest { pod_sandbox_id: sb.id, port: ports }).await.map(|r| r.url)
+        }
+    };
+    match url {
+        Ok(url) => upgrade::proxy(req, &url).await,
+        Err(e) => {
+            let code = if e.is_not_found() { StatusCode::NOT_FOUND } else { StatusCode::INTERNAL_SERVER_ERROR };
+            text(code, &e.to_string())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,795 @@
+//! The driver: watch events feed the cache and the queue; the scheduling loop pops one pod at
+//! a time, decides against the in-memory snapshot (filter ▶ score, or preemption), assumes the
+//! pod onto its node at once and binds it in the background, so decisions never wait for the API
+//! (upstream's scheduling and binding cycles). Failures patch `PodScheduled=False`, record a
+//! `FailedScheduling` event and park the pod until a cluster event may help it.
+
+use crate::api::{PodRef, SchedulerApi, COMPONENT};
+use crate::cache::{Cache, ClusterEvent};
+use crate::filters::CycleState;
+use crate::node_info::PodInfo;
+use crate::preemption::{preempt, Candidate, Preemption};
+use crate::queue::SchedulingQueue;
+use crate::schedule::{find_node, ScheduleError, ERR_NO_NODES};
+use k1s_runtime::events::EventType;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::watcher::Event;
+use serde_json::{json, Value};
+use std::collections::{BTreeSet, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinHandle;
+
+/// Bindings in flight at once (each is one API call, then a status patch and an event).
+const MAX_CONCURRENT_BINDINGS: usize = 64;
+
+/// Which watches have delivered their first complete listing.
+#[derive(Debug, Default)]
+struct Synced {
+    pods: bool,
+    nodes: bool,
+    priority_classes: bool,
+    pdbs: bool,
+    namespaces: bool,
+}
+
+impl Synced {
+    fn all(&self) -> bool {
+        self.pods && self.nodes && self.priority_classes && self.pdbs && self.namespaces
+    }
+}
+
+/// Keys seen since a watch (re)started listing, to drop what the listing no longer has.
+#[derive(Debug, Default)]
+struct Relist {
+    pods: Option<HashSet<String>>,
+    nodes: Option<HashSet<String>>,
+    priority_classes: Option<HashSet<String>>,
+    pdbs: Option<HashSet<(String, String)>>,
+    namespaces: Option<HashSet<String>>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    cache: Cache,
+    queue: SchedulingQueue,
+    synced: Synced,
+    relist: Relist,
+}
+
+/// How an unschedulable pod's `status.nominatedNodeName` changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Nomination {
+    Keep,
+    Set(String),
+    Clear,
+}
+
+/// What to do for a pod that found no node.
+#[derive(Debug)]
+struct Failure {
+    /// `Unschedulable` or `SchedulerError`.
+    reason: &'static str,
+    message: String,
+    nomination: Nomination,
+    preemption: Option<(Candidate, Vec<Arc<PodInfo>>)>,
+    /// Retry after back-off instead of waiting for a cluster event.
+    error: bool,
+    plugins: BTreeSet<crate::filters::Plugin>,
+}
+
+/// The scheduler: cache, queue and the API it acts through.
+pub struct Scheduler<A: SchedulerApi> {
+    state: Mutex<State>,
+    wake: Notify,
+    api: A,
+    binding_slots: Semaphore,
+}
+
+fn pod_ref(p: &PodInfo) -> PodRef {
+    PodRef { namespace: p.namespace.clone(), name: p.name.clone(), uid: p.uid.clone() }
+}
+
+fn now_time() -> Time {
+    Time(jiff::Timestamp::now())
+}
+
+fn is_terminal(pod: &Pod) -> bool {
+    matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+}
+
+/// Pods this scheduler places: `spec.schedulerName` unset or `default-scheduler`.
+fn responsible_for(pod: &Pod) -> bool {
+    pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()).is_none_or(|n| n.is_empty() || n == COMPONENT)
+}
+
+fn gated(pod: &Pod) -> bool {
+    pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty())
+}
+
+/// `PodScheduled=True` after a successful binding.
+fn scheduled_patch(pod: &Pod) -> Value {
+    let mut cond = json!({
+        "type": "PodScheduled",
+        "status": "True",
+        "reason": null,
+        "message": null,
+        "lastProbeTime": null,
+        "lastTransitionTime": now_time(),
+    });
+    if let Some(g) = pod.metadata.generation {
+        cond["observedGeneration"] = json!(g);
+    }
+    json!({"status": {"conditions": [cond]}})
+}
+
+/// `PodScheduled=False` with `reason`/`message` and the nomination change; None when the pod
+/// already shows exactly that.
+fn unschedulable_patch(pod: &Pod, reason: &str, message: &str, nomination: &Nomination) -> Option<Value> {
+    let status = pod.status.as_ref();
+    let current =
+        status.and_then(|s| s.conditions.as_ref()).and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"));
+    let condition_changed = current.is_none_or(|c| {
+        c.status != "False" || c.reason.as_deref() != Some(reason) || c.message.as_deref() != Some(message)
+    });
+    let nominated = status.and_then(|s| s.nominated_node_name.as_deref()).filter(|n| !n.is_empty());
+    let nomination_change = match nomination {
+        Nomination::Keep => None,
+        Nomination::Set(n) => (nominated != Some(n.as_str())).then(|| json!(n)),
+        Nomination::Clear => nominated.is_some().then_some(Value::Null),
+    };
+    if !condition_changed && nomination_change.is_none() {
+        return None;
+    }
+    let mut patch = json!({});
+    if condition_changed {
+        let mut cond = json!({
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": reason,
+            "message": message,
+            "lastProbeTime": null,
+        });
+        if current.is_none_or(|c| c.status != "False") {
+            cond["lastTransitionTime"] = json!(now_time());
+        }
+        if let Some(g) = pod.metadata.generation {
+            cond["observedGeneration"] = json!(g);
+        }
+        patch["conditions"] = json!([cond]);
+    }
+    if let Some(n) = nomination_change {
+        patch["nominatedNodeName"] = n;
+    }
+    Some(json!({ "status": patch }))
+}
+
+/// The condition upstream puts on a preemption victim before deleting it.
+fn disruption_target_patch(victim: &Pod) -> Value {
+    let mut cond = json!({
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": "PreemptionByScheduler",
+        "message": format!("{COMPONENT}: preempting to accommodate a higher priority pod"),
+        "lastTransitionTime": now_time(),
+    });
+    if let Some(g) = victim.metadata.generation {
+        cond["observedGeneration"] = json!(g);
+    }
+    json!({"status": {"conditions": [cond]}})
+}
+
+impl<A: SchedulerApi> Scheduler<A> {
+    pub fn new(api: A) -> Scheduler<A> {
+        Scheduler {
+            state: Mutex::default(),
+            wake: Notify::new(),
+            api,
+            binding_slots: Semaphore::new(MAX_CONCURRENT_BINDINGS),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn moved(&self, st: &mut State, event: Option<ClusterEvent>) {
+        if let Some(e) = event {
+            st.queue.on_event(e, Instant::now());
+            self.wake.notify_one();
+        }
+    }
+
+    // ---- watch events ----------------------------------------------------------------------
+
+    fn apply_pod(&self, st: &mut State, pod: Pod) {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let assigned = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
+        if assigned {
+            st.queue.delete(&uid);
+            let event = if is_terminal(&pod) {
+                st.cache.remove_pod(&uid)
+            } else {
+                let info = st.cache.pod_info(pod);
+                st.cache.set_assigned_pod(info)
+            };
+            self.moved(st, event);
+            return;
+        }
+        if st.cache.is_assumed(&uid) {
+            // A stale view of a pod being bound.
+            return;
+        }
+        if is_terminal(&pod) || pod.metadata.deletion_timestamp.is_some() || !responsible_for(&pod) || gated(&pod) {
+            st.queue.delete(&uid);
+            st.cache.remove_pod(&uid);
+            return;
+        }
+        let info = st.cache.pod_info(pod);
+        st.cache.set_nominated(&info, info.nominated_node());
+        st.queue.add(info, Instant::now());
+        self.wake.notify_one();
+    }
+
+    fn delete_pod(&self, st: &mut State, pod: &Pod) {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        st.queue.delete(&uid);
+        let event = st.cache.remove_pod(&uid);
+        self.moved(st, event);
+    }
+
+    pub fn on_pod(&self, event: Event<Pod>) {
+        let mut st = self.lock();
+        match event {
+            Event::Init => st.relist.pods = Some(HashSet::new()),
+            Event::InitApply(pod) => {
+                if let Some(seen) = st.relist.pods.as_mut() {
+                    seen.insert(pod.metadata.uid.clone().unwrap_or_default());
+                }
+                self.apply_pod(&mut st, pod);
+            }
+            Event::InitDone => {
+                let seen = st.relist.pods.take().unwrap_or_default();
+                st.queue.retain(&seen);
+                if st.cache.retain_pods(&seen) {
+                    self.moved(&mut st, Some(ClusterEvent::AssignedPodDelete));
+                }
+                st.synced.pods = true;
+                self.wake.notify_one();
+            }
+            Event::Apply(pod) => self.apply_pod(&mut st, pod),
+            Event::Delete(pod) => self.delete_pod(&mut st, &pod),
+        }
+    }
+
+    pub fn on_node(&self, event: Event<Node>) {
+        let mut st = self.lock();
+        match event {
+            Event::Init => st.relist.nodes = Some(HashSet::new()),
+            Event::InitApply(node) | Event::Apply(node) => {
+                if let Some(seen) = st.relist.nodes.as_mut() {
+                    seen.insert(node.metadata.name.clone().unwrap_or_default());
+                }
+                let event = st.cache.set_node(node);
+                self.moved(&mut st, event);
+            }
+            Event::InitDone => {
+                let seen = st.relist.nodes.take().unwrap_or_default();
+                st.cache.retain_nodes(&seen);
+                st.synced.nodes = true;
+                self.wake.notify_one();
+            }
+            Event::Delete(node) => st.cache.remove_node(node.metadata.name.as_deref().unwrap_or_default()),
+        }
+    }
+
+    /// Recomputes queued pods' priorities after a class changed.
+    fn refresh_queue_priorities(&self, st: &mut State) {
+        let now = Instant::now();
+        for p in st.queue.pods() {
+            if p.spec().priority.is_none() {
+                let info = st.cache.pod_info(p.pod.clone());
+                st.queue.add(info, now);
+            }
+        }
+    }
+
+    pub fn on_priority_class(&self, event: Event<PriorityClass>) {
+        let mut st = self.lock();
+        let changed = match event {
+            Event::Init => {
+                st.relist.priority_classes = Some(HashSet::new());
+                false
+            }
+            Event::InitApply(pc) | Event::Apply(pc) => {
+                if let Some(seen) = st.relist.priority_classes.as_mut() {
+                    seen.insert(pc.metadata.name.clone().unwrap_or_default());
+                }
+                st.cache.set_priority_class(pc)
+            }
+            Event::InitDone => {
+                let seen = st.relist.priority_classes.take().unwrap_or_default();
+                st.cache.retain_priority_classes(&seen);
+                st.synced.priority_classes = true;
+                self.wake.notify_one();
+                true
+            }
+            Event::Delete(pc) => st.cache.remove_priority_class(pc.metadata.name.as_deref().unwrap_or_default()),
+        };
+        if changed {
+            self.refresh_queue_priorities(&mut st);
+        }
+    }
+
+    pub fn on_pdb(&self, event: Event<PodDisruptionBudget>) {
+        let mut st = self.lock();
+        match event {
+            Event::Init => st.relist.pdbs = Some(HashSet::new()),
+            Event::InitApply(pdb) | Event::Apply(pdb) => {
+                if let Some(seen) = st.relist.pdbs.as_mut() {
+                    seen.insert((
+                        pdb.metadata.namespace.clone().unwrap_or_default(),
+                        pdb.metadata.name.clone().unwrap_or_default(),
+                    ));
+                }
+                st.cache.set_pdb(pdb);
+            }
+            Event::InitDone => {
+                let seen = st.relist.pdbs.take().unwrap_or_default();
+                st.cache.retain_pdbs(&seen);
+                st.synced.pdbs = true;
+                self.wake.notify_one();
+            }
+            Event::Delete(pdb) => st.cache.remove_pdb(
+                pdb.metadata.namespace.as_deref().unwrap_or_default(),
+                pdb.metadata.name.as_deref().unwrap_or_default(),
+            ),
+        }
+    }
+
+    pub fn on_namespace(&self, event: Event<Namespace>) {
+        let mut st = self.lock();
+        match event {
+            Event::Init => st.relist.namespaces = Some(HashSet::new()),
+            Event::InitApply(ns) | Event::Apply(ns) => {
+                let name = ns.metadata.name.clone().unwrap_or_default();
+                if let Some(seen) = st.relist.namespaces.as_mut() {
+                    seen.insert(name.clone());
+                }
+                st.cache.set_namespace(&name, ns.metadata.labels.unwrap_or_default());
+            }
+            Event::InitDone => {
+                let seen = st.relist.namespaces.take().unwrap_or_default();
+                st.cache.retain_namespaces(&seen);
+                st.synced.namespaces = true;
+                self.wake.notify_one();
+            }
+            Event::Delete(ns) => st.cache.remove_namespace(ns.metadata.name.as_deref().unwrap_or_default()),
+        }
+    }
+
+    // ---- scheduling ------------------------------------------------------------------------
+
+    /// Schedules the next queued pod, if any, once every watch has synced. The returned task
+    /// performs the API calls (binding, or the failure's status, events and preemption).
+    pub fn schedule_one(self: &Arc<Self>) -> Option<JoinHandle<()>> {
+        let mut st = self.lock();
+        if !st.synced.all() {
+            return None;
+        }
+        let pod = st.queue.pop(Instant::now())?;
+        let state = CycleState::new(&st.cache, pod.clone());
+        let failure = match find_node(&st.cache, &state, |n| rand::random_range(0..n.max(1))) {
+            Ok(node) => {
+                st.cache.assume(pod.clone(), &node);
+                drop(st);
+                tracing::debug!(pod = %format!("{}/{}", pod.namespace, pod.name), node, "assumed");
+                return Some(tokio::spawn(self.clone().bind(pod, node)));
+            }
+            Err(ScheduleError::NoNodes) => Failure {
+                reason: "SchedulerError",
+                message: ERR_NO_NODES.into(),
+                nomination: Nomination::Keep,
+                preemption: None,
+                error: true,
+                plugins: BTreeSet::new(),
+            },
+            Err(ScheduleError::Fit(fit)) => {
+                let mut message = fit.message();
+                let plugins = fit.plugins();
+                let (nomination, preemption) = match preempt(&st.cache, &state, &fit) {
+                    Preemption::Nominate { candidate, clear_nominations } => {
+                        st.cache.set_nominated(&pod, Some(&candidate.node));
+                        for p in &clear_nominations {
+                            st.cache.set_nominated(p, None);
+                        }
+                        (Nomination::Set(candidate.node.clone()), Some((candidate, clear_nominations)))
+                    }
+                    Preemption::Fail { message: why, clear_nomination } => {
+                        message = format!("{message} {why}");
+                        if clear_nomination {
+                            st.cache.set_nominated(&pod, None);
+                            (Nomination::Clear, None)
+                        } else {
+                            (Nomination::Keep, None)
+                        }
+                    }
+                };
+                Failure { reason: "Unschedulable", message, nomination, preemption, error: false, plugins }
+            }
+        };
+        drop(st);
+        Some(tokio::spawn(self.clone().fail(pod, failure)))
+    }
+
+    async fn bind(self: Arc<Self>, pod: Arc<PodInfo>, node: String) {
+        let _slot = self.binding_slots.acquire().await;
+        let r = pod_ref(&pod);
+        match self.api.bind(&r, &node).await {
+            Ok(()) => {
+                self.lock().queue.done(&pod.uid);
+                if let Err(e) = self.api.patch_status(&r, scheduled_patch(&pod.pod)).await {
+                    tracing::debug!(error = %e, "setting PodScheduled=True failed");
+                }
+                let msg = format!("Successfully assigned {}/{} to {node}", r.namespace, r.name);
+                self.api.event(&r, EventType::Normal, "Scheduled", &msg).await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "binding failed; retrying after back-off");
+                let still_pending = {
+                    let mut st = self.lock();
+                    st.cache.forget(&pod.uid);
+                    let pending = st.queue.place_of(&pod.uid).is_some();
+                    st.queue.requeue_error(&pod.uid, Instant::now());
+                    pending
+                };
+                self.wake.notify_one();
+                if still_pending {
+                    let msg = format!("Binding rejected: {e}");
+                    if let Some(patch) = unschedulable_patch(&pod.pod, "SchedulerError", &msg, &Nomination::Keep) {
+                        if let Err(e) = self.api.patch_status(&r, patch).await {
+                            tracing::debug!(error = %e, "recording the binding failure failed");
+                        }
+                    }
+                    self.api.event(&r, EventType::Warning, "FailedScheduling", &msg).await;
+                }
+            }
+        }
+    }
+
+    /// Evicts one victim as upstream does: mark it `DisruptionTarget`, delete it, tell it why.
+    async fn evict(&self, preemptor: &PodInfo, node: &str, victim: &PodInfo) {
+        let r = pod_ref(victim);
+        if let Err(e) = self.api.patch_status(&r, disruption_target_patch(&victim.pod)).await {
+            if e.is_not_found() {
+                return;
+            }
+            tracing::warn!(error = %e, "marking a preemption victim failed");
+        }
+        match self.api.delete_pod(&r).await {
+            Ok(()) => {}
+            Err(e) if e.is_not_found() => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "deleting a preemption victim failed");
+                return;
+            }
+        }
+        let msg = format!("Preempted by pod {} on node {node}", preemptor.uid);
+        self.api.event(&r, EventType::Normal, "Preempted", &msg).await;
+    }
+
+    async fn fail(self: Arc<Self>, pod: Arc<PodInfo>, f: Failure) {
+        let r = pod_ref(&pod);
+        if let Some((candidate, clear)) = &f.preemption {
+            tracing::info!(
+                pod = %format!("{}/{}", r.namespace, r.name),
+                node = %candidate.node,
+                victims = candidate.victims.len(),
+                "preempting"
+            );
+            let evictions =
+                candidate.victims.iter().filter(|v| !v.is_terminating()).map(|v| self.evict(&pod, &candidate.node, v));
+            futures::future::join_all(evictions).await;
+            for p in clear {
+                if let Err(e) = self.api.patch_status(&pod_ref(p), json!({"status": {"nominatedNodeName": null}})).await
+                {
+                    tracing::debug!(error = %e, "clearing a lower-priority nomination failed");
+                }
+            }
+        }
+        if let Some(patch) = unschedulable_patch(&pod.pod, f.reason, &f.message, &f.nomination) {
+            if let Err(e) = self.api.patch_status(&r, patch).await {
+                if !e.is_not_found() {
+                    tracing::warn!(error = %e, "updating PodScheduled failed");
+                }
+            }
+        }
+        self.api.event(&r, EventType::Warning, "FailedScheduling", &f.message).await;
+        {
+            let mut st = self.lock();
+            if f.error {
+                st.queue.requeue_error(&pod.uid, Instant::now());
+            } else {
+                st.queue.requeue_unschedulable(&pod.uid, f.plugins, Instant::now());
+            }
+        }
+        self.wake.notify_one();
+    }
+
+    /// Pops and schedules pods until `cancel` fires.
+    pub async fn run_loop(self: Arc<Self>, cancel: tokio_util::sync::CancellationToken) {
+        loop {
+            if self.schedule_one().is_some() {
+                // Let watch events and bindings in between attempts.
+                tokio::task::yield_now().await;
+                continue;
+            }
+            let wakeup = self.lock().queue.next_wakeup();
+            let sleep = async {
+                match wakeup {
+                    Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = self.wake.notified() => {}
+                _ = sleep => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ApiError;
+    use crate::testing::{node, pod};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    #[derive(Clone, Debug, PartialEq)]
+    enum Call {
+        Bind(String, String),
+        Patch(String, Value),
+        Delete(String),
+        Event(String, EventType, String, String),
+    }
+
+    #[derive(Default)]
+    struct FakeApi {
+        calls: Mutex<Vec<Call>>,
+        fail_bind: AtomicBool,
+    }
+
+    impl FakeApi {
+        fn push(&self, c: Call) {
+            self.calls.lock().expect("calls").push(c);
+        }
+    }
+
+    impl SchedulerApi for FakeApi {
+        async fn bind(&self, pod: &PodRef, node: &str) -> Result<(), ApiError> {
+            if self.fail_bind.load(Ordering::SeqCst) {
+                return Err(ApiError::Bind {
+                    namespace: pod.namespace.clone(),
+                    name: pod.name.clone(),
+                    node: node.into(),
+                    message: "boom".into(),
+                });
+            }
+            self.push(Call::Bind(pod.name.clone(), node.into()));
+            Ok(())
+        }
+        async fn patch_status(&self, pod: &PodRef, patch: Value) -> Result<(), ApiError> {
+            self.push(Call::Patch(pod.name.clone(), patch));
+            Ok(())
+        }
+        async fn delete_pod(&self, pod: &PodRef) -> Result<(), ApiError> {
+            self.push(Call::Delete(pod.name.clone()));
+            Ok(())
+        }
+        async fn event(&self, pod: &PodRef, kind: EventType, reason: &str, message: &str) {
+            self.push(Call::Event(pod.name.clone(), kind, reason.into(), message.into()));
+        }
+    }
+
+    fn synced_scheduler() -> Arc<Scheduler<FakeApi>> {
+        let s = Arc::new(Scheduler::new(FakeApi::default()));
+        s.on_pod(Event::Init);
+        s.on_pod(Event::InitDone);
+        s.on_node(Event::Init);
+        s.on_node(Event::InitDone);
+        s.on_priority_class(Event::Init);
+        s.on_priority_class(Event::InitDone);
+        s.on_pdb(Event::Init);
+        s.on_pdb(Event::InitDone);
+        s.on_namespace(Event::Init);
+        s.on_namespace(Event::InitDone);
+        s
+    }
+
+    fn take_calls(s: &Scheduler<FakeApi>) -> Vec<Call> {
+        std::mem::take(&mut *s.api.calls.lock().expect("calls"))
+    }
+
+    async fn schedule(s: &Arc<Scheduler<FakeApi>>) -> Vec<Call> {
+        let task = s.schedule_one().expect("a pod to schedule");
+        task.await.expect("task");
+        take_calls(s)
+    }
+
+    fn condition(call: &Call) -> Option<(String, String, Option<String>, Option<String>)> {
+        let Call::Patch(name, patch) = call else { return None };
+        let c = patch.pointer("/status/conditions/0")?;
+        Some((
+            name.clone(),
+            c["status"].as_str()?.to_string(),
+            c["reason"].as_str().map(str::to_string),
+            c["message"].as_str().map(str::to_string),
+        ))
+    }
+
+    #[tokio::test]
+    async fn nothing_is_scheduled_before_every_watch_has_synced() {
+        let s = Arc::new(Scheduler::new(FakeApi::default()));
+        s.on_node(Event::Apply(node("n1", "4", "4Gi").build()));
+        s.on_pod(Event::Apply(pod("p").build()));
+        assert!(s.schedule_one().is_none());
+    }
+
+    #[tokio::test]
+    async fn binds_a_pending_pod_and_reports_it_scheduled() {
+        let s = synced_scheduler();
+        s.on_node(Event::Apply(node("n1", "4", "4Gi").build()));
+        s.on_pod(Event::Apply(pod("p").cpu("1").build()));
+        let calls = schedule(&s).await;
+        assert_eq!(calls[0], Call::Bind("p".into(), "n1".into()));
+        assert_eq!(condition(&calls[1]), Some(("p".into(), "True".into(), None, None)));
+        assert_eq!(
+            calls[2],
+            Call::Event(
+                "p".into(),
+                EventType::Normal,
+                "Scheduled".into(),
+                "Successfully assigned default/p to n1".into()
+            )
+        );
+        // The pod counts on its node before the watch confirms the binding.
+        s.on_pod(Event::Apply(pod("q").cpu("3500m").build()));
+        let calls = schedule(&s).await;
+        assert_eq!(
+            condition(&calls[0]).and_then(|c| c.3),
+            Some("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn unschedulable_pod_waits_then_fits_on_a_new_node() {
+        let s = synced_scheduler();
+        s.on_node(Event::Apply(node("small", "1", "4Gi").build()));
+        s.on_pod(Event::Apply(pod("big").cpu("2").build()));
+        let calls = schedule(&s).await;
+        let msg = "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.";
+        assert_eq!(
+            condition(&calls[0]),
+            Some(("big".into(), "False".into(), Some("Unschedulable".into()), Some(msg.into())))
+        );
+        assert_eq!(calls[1], Call::Event("big".into(), EventType::Warning, "FailedScheduling".into(), msg.into()));
+        // Parked: nothing to do until the cluster changes.
+        assert!(s.schedule_one().is_none());
+        s.on_node(Event::Apply(node("large", "8", "16Gi").build()));
+        let calls = schedule(&s).await;
+        assert_eq!(calls[0], Call::Bind("big".into(), "large".into()));
+    }
+
+    #[tokio::test]
+    async fn preemption_evicts_the_victim_nominates_and_then_binds_the_preemptor() {
+        let s = synced_scheduler();
+        s.on_node(Event::Apply(node("n1", "1", "4Gi").build()));
+        let victim = pod("low").cpu("1").priority(0).node("n1").build();
+        s.on_pod(Event::Apply(victim.clone()));
+        s.on_pod(Event::Apply(pod("high").cpu("1").priority(100).build()));
+        let calls = schedule(&s).await;
+        assert_eq!(
+            condition(&calls[0]).map(|c| (c.0, c.2)),
+            Some(("low".into(), Some("PreemptionByScheduler".into())))
+        );
+        assert_eq!(calls[1], Call::Delete("low".into()));
+        assert_eq!(
+            calls[2],
+            Call::Event(
+                "low".into(),
+                EventType::Normal,
+                "Preempted".into(),
+                "Preempted by pod high-uid on node n1".into()
+            )
+        );
+        let Call::Patch(name, patch) = &calls[3] else { panic!("expected the preemptor's status: {calls:?}") };
+        assert_eq!(name, "high");
+        assert_eq!(patch.pointer("/status/nominatedNodeName"), Some(&json!("n1")));
+        assert_eq!(
+            patch.pointer("/status/conditions/0/message"),
+            Some(&json!("0/1 nodes are available: 1 Insufficient cpu."))
+        );
+        // The victim goes away; the preemptor is retried and lands on its nominated node.
+        s.on_pod(Event::Delete(victim));
+        let calls = schedule(&s).await;
+        assert_eq!(calls[0], Call::Bind("high".into(), "n1".into()));
+    }
+
+    #[tokio::test]
+    async fn a_lower_priority_pod_cannot_take_the_room_a_preemptor_was_nominated_for() {
+        let s = synced_scheduler();
+        s.on_node(Event::Apply(node("n1", "1", "4Gi").build()));
+        let victim = pod("victim").cpu("1").priority(0).node("n1").build();
+        s.on_pod(Event::Apply(victim.clone()));
+        s.on_pod(Event::Apply(pod("high").cpu("1").priority(100).build()));
+        schedule(&s).await;
+        // A mid-priority pod arrives just before the victim is gone; it is popped first (the
+        // preemptor is backing off) but must leave the freed room to the nominated preemptor.
+        s.on_pod(Event::Apply(pod("mid").cpu("1").priority(50).build()));
+        s.on_pod(Event::Delete(victim));
+        let calls = schedule(&s).await;
+        assert_eq!(condition(&calls[0]).map(|c| (c.0, c.1)), Some(("mid".into(), "False".into())));
+        let calls = schedule(&s).await;
+        assert_eq!(calls[0], Call::Bind("high".into(), "n1".into()));
+    }
+
+    #[tokio::test]
+    async fn a_failed_binding_is_undone_and_retried_after_backoff() {
+        let s = synced_scheduler();
+        s.api.fail_bind.store(true, Ordering::SeqCst);
+        s.on_node(Event::Apply(node("n1", "2", "4Gi").build()));
+        s.on_pod(Event::Apply(pod("p").cpu("2").build()));
+        let calls = schedule(&s).await;
+        assert_eq!(condition(&calls[0]).and_then(|c| c.2), Some("SchedulerError".into()));
+        // The assumption is gone: another pod could use the CPU; `p` itself waits out its back-off.
+        assert!(s.schedule_one().is_none());
+        assert!(!s.lock().cache.is_assumed("p-uid"));
+        assert_eq!(s.lock().cache.node("n1").map(|n| n.requested.milli_cpu), Some(0));
+    }
+
+    #[tokio::test]
+    async fn gated_terminating_and_foreign_pods_are_not_scheduled() {
+        let s = synced_scheduler();
+        s.on_node(Event::Apply(node("n1", "2", "4Gi").build()));
+        let mut gated = pod("gated").build();
+        if let Some(spec) = gated.spec.as_mut() {
+            spec.scheduling_gates = Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate { name: "wait".into() }]);
+        }
+        s.on_pod(Event::Apply(gated));
+        s.on_pod(Event::Apply(pod("dying").terminating().build()));
+        let mut foreign = pod("foreign").build();
+        if let Some(spec) = foreign.spec.as_mut() {
+            spec.scheduler_name = Some("other-scheduler".into());
+        }
+        s.on_pod(Event::Apply(foreign));
+        assert!(s.schedule_one().is_none());
+    }
+
+    #[test]
+    fn unschedulable_patch_is_skipped_when_nothing_changes() {
+        let mut p = pod("p").build();
+        let patch = unschedulable_patch(&p, "Unschedulable", "m", &Nomination::Keep).expect("first patch");
+        assert!(patch.pointer("/status/conditions/0/lastTransitionTime").is_some());
+        assert!(patch.pointer("/status/nominatedNodeName").is_none());
+        p.status.get_or_insert_with(Default::default).conditions =
+            Some(vec![k8s_openapi::api::core::v1::PodCondition {
+                type_: "PodScheduled".into(),
+                status: "False".into(),
+                reason: Some("Unschedulable".into()),
+                message: Some("m".into()),
+                ..Default::default()
+            }]);
+        assert_eq!(unschedulable_patch(&p, "Unschedulable", "m", &Nomination::Keep), None);
+        let nominate = unschedulable_patch(&p, "Unschedulable", "m", &Nomination::Set("n1".into())).expect("patch");
+        assert_eq!(nominate, json!({"status": {"nominatedNodeName": "n1"}}));
+        let changed = unschedulable_patch(&p, "Unschedulable", "m2", &Nomination::Keep).expect("patch");
+        // Same status: the transition time stays.
+        assert!(changed.pointer("/status/conditions/0/lastTransitionTime").is_none());
+    }
+}

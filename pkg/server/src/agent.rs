@@ -1,0 +1,96 @@
+//! The node half of `k1s server`: containerd (supervised, or an existing one), the CNI
+//! config, registry hosts, and the kubelet with the node's own identity.
+
+use crate::{component_client, Config, ServerError};
+use k1s_kubelet::containerd::{ensure_shared_mount, ContainerdConfig, HostFacts, Supervisor, SupervisorConfig};
+use k1s_kubelet::registries::Registries;
+use k1s_pki::Pki;
+use std::path::Path;
+use std::sync::Arc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Plain-HTTP registries k1s always knows (the local test registry).
+const LOCAL_REGISTRY: &str = "127.0.0.1:5000";
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("reading registries config: {0}")]
+    Registries(#[from] k1s_kubelet::registries::RegistriesError),
+    #[error("detecting host facts: {0}")]
+    Host(#[from] k1s_kubelet::containerd::HostFactsError),
+    #[error("writing the containerd config: {0}")]
+    ContainerdConfig(#[from] k1s_kubelet::containerd::ConfigError),
+    #[error("writing the CNI config: {0}")]
+    Cni(#[from] k1s_kubelet::cni::CniError),
+    #[error("making the kubelet root a shared mount: {0}")]
+    Mount(#[from] k1s_kubelet::containerd::MountError),
+    #[error("starting containerd: {0}")]
+    Supervisor(#[from] k1s_kubelet::containerd::SupervisorError),
+    #[error("connecting to the container runtime at {endpoint}: {source}")]
+    Cri { endpoint: String, source: k1s_cri::CriError },
+}
+
+/// Starts containerd (unless an endpoint is given) and the kubelet.
+pub async fn start(
+    config: &Config,
+    pki: &Pki,
+    cred_dir: &Path,
+    api_url: &str,
+    cancel: CancellationToken,
+) -> Result<Vec<JoinHandle<()>>, ServerError> {
+    let mut tasks = Vec::new();
+    let mut registries = Registries::load(&config.registries_config).map_err(AgentError::from)?;
+    registries.add_plain_http_registry(LOCAL_REGISTRY);
+    let kubelet_root = config.data_dir.join("agent").join("kubelet");
+    std::fs::create_dir_all(&kubelet_root).map_err(|source| ServerError::DataDir { path: kubelet_root.clone(), source })?;
+    let endpoint = match &config.container_runtime_endpoint {
+        Some(ep) => ep.clone(),
+        None => {
+            let facts = HostFacts::detect().map_err(AgentError::from)?;
+            let mut cc = ContainerdConfig::new(&config.data_dir, &config.run_dir, config.pause_image.clone(), facts);
+            cc.registry_auths = registries.containerd_auths();
+            k1s_kubelet::cni::write_conflist(&cc.cni_conf_dir, &config.cluster_cidr, "cni0", None).map_err(AgentError::from)?;
+            registries.write_hosts_dir(&cc.registry_config_dir).map_err(AgentError::from)?;
+            cc.write().map_err(AgentError::from)?;
+            ensure_shared_mount(&kubelet_root).map_err(AgentError::from)?;
+            let handle = Supervisor::new(SupervisorConfig::for_config(&cc)).start(cancel.clone()).await.map_err(AgentError::from)?;
+            let ep = format!("unix://{}", handle.socket().display());
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = handle.join().await {
+                    tracing::error!(error = %e, "containerd supervision ended");
+                }
+            }));
+            ep
+        }
+    };
+    let runtime = Arc::new(
+        k1s_cri::RemoteRuntime::connect(&endpoint)
+            .await
+            .map_err(|source| AgentError::Cri { endpoint: endpoint.clone(), source })?,
+    );
+    let node = config.node_name.clone();
+    let client = component_client(pki, cred_dir, api_url, "kubelet", &format!("system:node:{node}"), &["system:nodes"]).await?;
+    let kubelet_config = k1s_kubelet::Config {
+        node_name: node,
+        node_ip: config.node_ip,
+        pod_cidr: config.cluster_cidr.clone(),
+        root_dir: kubelet_root,
+        pod_log_dir: config.pod_log_dir.clone(),
+        cluster_dns: vec![config.cluster_dns],
+        cluster_domain: config.cluster_domain.clone(),
+        max_pods: 110,
+        kubelet_port: config.kubelet_port,
+        control_plane: true,
+        cgroup_root: "/k1s".into(),
+        registries: Some(registries),
+    };
+    let cancel_k = cancel.clone();
+    let images = runtime.clone();
+    tasks.push(tokio::spawn(async move {
+        if let Err(e) = k1s_kubelet::run(kubelet_config, client, runtime, images, cancel_k).await {
+            tracing::error!(error = %e, "kubelet stopped");
+        }
+    }));
+    Ok(tasks)
+}
