@@ -60,7 +60,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
 }
 
 /// [`start`], reaching kubelets with `kubelet_client`.
-pub(crate) async fn start_with_kubelet_client(
+pub async fn start_with_kubelet_client(
     config: Config,
     kubelet_client: Option<KubeletClientConfig>,
     cancel: CancellationToken,

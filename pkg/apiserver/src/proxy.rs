@@ -659,7 +659,7 @@ async fn tunnelled_port_forward(
             }
         };
         let (sink, source) = websocket::server(client).await;
-        tunnel::tunnel(sink, source, backend).await;
+        tunnel::tunnel(sink, source, hyper_util::rt::TokioIo::new(backend)).await;
     });
     Ok(answer)
 }

@@ -122,7 +122,8 @@ pub fn job_from_template(cj: &CronJob, scheduled: Timestamp, zone: &TimeZone) ->
     let mut annotations = tmeta.annotations.unwrap_or_default();
     let tz = cj.spec.as_ref().and_then(|s| s.time_zone.as_deref()).and_then(|z| cron::load_zone(z).ok());
     let at = scheduled.to_zoned(tz.unwrap_or_else(|| zone.clone()));
-    annotations.insert(SCHEDULED_TIMESTAMP.into(), at.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string().replace("+00:00", "Z"));
+    annotations
+        .insert(SCHEDULED_TIMESTAMP.into(), at.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string().replace("+00:00", "Z"));
     Job {
         metadata: ObjectMeta {
             name: Some(job_name(cj, scheduled)),
@@ -151,7 +152,8 @@ fn finished_type(job: &Job) -> Option<&str> {
 pub fn jobs_beyond_history<'a>(cj: &CronJob, jobs: &[&'a Job]) -> Vec<&'a Job> {
     let spec = cj.spec.clone().unwrap_or_default();
     let mut out = Vec::new();
-    for (kind, limit) in [("Complete", spec.successful_jobs_history_limit), ("Failed", spec.failed_jobs_history_limit)] {
+    for (kind, limit) in [("Complete", spec.successful_jobs_history_limit), ("Failed", spec.failed_jobs_history_limit)]
+    {
         let Some(limit) = limit else { continue };
         let mut of_kind: Vec<&Job> = jobs.iter().copied().filter(|j| finished_type(j) == Some(kind)).collect();
         let excess = of_kind.len().saturating_sub(usize::try_from(limit).unwrap_or(0));
@@ -292,10 +294,11 @@ pub async fn reconcile(cj: Arc<CronJob>, ctl: Arc<Controller>) -> Result<Action,
         }
     }
     if update_status && cj_copy.status != cj.status {
-        cj_api
-            .replace_status(&name, &PostParams::default(), &cj_copy)
-            .await
-            .map_err(|error| Error::UpdateStatus { namespace: ns, name, error })?;
+        cj_api.replace_status(&name, &PostParams::default(), &cj_copy).await.map_err(|error| Error::UpdateStatus {
+            namespace: ns,
+            name,
+            error,
+        })?;
     }
     Ok(requeue.map_or_else(Action::await_change, Action::requeue))
 }
@@ -354,10 +357,11 @@ async fn sync_cronjob(
         let finished = finished_type(j);
         if !found && finished.is_none() {
             // Our cache of the CronJob may lag our own status write: check the live one.
-            let fresh = cj_api
-                .get(&name)
-                .await
-                .map_err(|error| Error::GetCronJob { namespace: ns.clone(), name: name.clone(), error })?;
+            let fresh = cj_api.get(&name).await.map_err(|error| Error::GetCronJob {
+                namespace: ns.clone(),
+                name: name.clone(),
+                error,
+            })?;
             if in_active(&fresh, &juid) {
                 *cj = fresh;
                 continue;
@@ -452,7 +456,8 @@ async fn sync_cronjob(
     };
     if let Some(d) = spec.starting_deadline_seconds {
         if time::add_secs(scheduled, d) < now {
-            let msg = format!("Missed scheduled time to start a job: {}", scheduled.strftime("%a, %d %b %Y %H:%M:%S %z"));
+            let msg =
+                format!("Missed scheduled time to start a job: {}", scheduled.strftime("%a, %d %b %Y %H:%M:%S %z"));
             event(ctl, cj, true, "MissSchedule", &msg).await;
             return Ok((next(cj), update));
         }
@@ -500,10 +505,12 @@ async fn sync_cronjob(
             j
         }
         Err(e) if matches!(&e, kube::Error::Api(s) if s.code == 409) => {
-            let existing = job_api
-                .get(&jname)
-                .await
-                .map_err(|error| Error::GetJob { namespace: ns.clone(), name: name.clone(), job: jname.clone(), error })?;
+            let existing = job_api.get(&jname).await.map_err(|error| Error::GetJob {
+                namespace: ns.clone(),
+                name: name.clone(),
+                job: jname.clone(),
+                error,
+            })?;
             if !owner::is_controlled_by(&existing.metadata, cj.metadata.uid.as_deref().unwrap_or_default())
                 || in_active(cj, existing.metadata.uid.as_deref().unwrap_or_default())
             {
@@ -622,7 +629,11 @@ mod tests {
             spec: None,
             status: Some(JobStatus {
                 start_time: Some(Time(ts(start))),
-                conditions: Some(vec![JobCondition { type_: kind.into(), status: "True".into(), ..Default::default() }]),
+                conditions: Some(vec![JobCondition {
+                    type_: kind.into(),
+                    status: "True".into(),
+                    ..Default::default()
+                }]),
                 ..Default::default()
             }),
         }

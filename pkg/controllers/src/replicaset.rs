@@ -21,11 +21,11 @@ use k8s_openapi::api::core::v1::{
     Pod, PodTemplateSpec, ReplicationController, ReplicationControllerCondition, ReplicationControllerStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::NamespaceResourceScope;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
-use k8s_openapi::NamespaceResourceScope;
 use kube::Resource;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -38,7 +38,14 @@ pub const BURST_REPLICAS: usize = 500;
 
 /// What both replicated kinds look like to the controller.
 pub trait Replicated:
-    Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Serialize + DeserializeOwned + Debug + Send + Sync + 'static
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + Debug
+    + Send
+    + Sync
+    + 'static
 {
     /// The event source and log name.
     const COMPONENT: &'static str;
@@ -157,7 +164,10 @@ pub fn manage(desired: i32, active: &[&Pod], related: &[&Pod], now: Timestamp) -
     if active.len() > desired {
         let n = (active.len() - desired).min(BURST_REPLICAS);
         return Manage::Delete(
-            pods_to_delete(active, related, n, now).into_iter().map(|p| p.metadata.name.clone().unwrap_or_default()).collect(),
+            pods_to_delete(active, related, n, now)
+                .into_iter()
+                .map(|p| p.metadata.name.clone().unwrap_or_default())
+                .collect(),
         );
     }
     Manage::Nothing
@@ -315,7 +325,8 @@ fn on_pod_change<K: Replicated>(
         }
     };
     let key_of = |o: &K| expectations::key(o.meta().namespace.as_deref(), o.meta().name.as_deref().unwrap_or_default());
-    let pod_key = |p: &Pod| expectations::key(p.metadata.namespace.as_deref(), p.metadata.name.as_deref().unwrap_or_default());
+    let pod_key =
+        |p: &Pod| expectations::key(p.metadata.namespace.as_deref(), p.metadata.name.as_deref().unwrap_or_default());
     match (old, new) {
         (None, Some(pod)) => {
             if let Some(o) = resolve(pod) {
@@ -378,9 +389,10 @@ async fn run_kind<K: Replicated>(ctx: Arc<Context>) {
         watcher::Config::default(),
         move |old: Option<&K>, new: Option<&K>| match (old, new) {
             (_, Some(o)) => q.add_obj(o),
-            (Some(o), None) => {
-                exp_owner.forget(&expectations::key(o.meta().namespace.as_deref(), o.meta().name.as_deref().unwrap_or_default()))
-            }
+            (Some(o), None) => exp_owner.forget(&expectations::key(
+                o.meta().namespace.as_deref(),
+                o.meta().name.as_deref().unwrap_or_default(),
+            )),
             (None, None) => {}
         },
         ctx.cancel.clone(),
@@ -457,15 +469,16 @@ pub async fn reconcile<K: Replicated>(rs: Arc<K>, ctl: Arc<Controller<K>>) -> Re
     // Sibling pods: active pods of every ReplicaSet with the same controller (deployment).
     let related: Vec<Arc<Pod>> = match owner::controller_of(meta) {
         Some(parent) => {
-            let siblings: Vec<String> = informer::list_in(&ctl.owners, &ns, |o| {
-                owner::is_controlled_by(o.meta(), &parent.uid)
-            })
-            .into_iter()
-            .filter_map(|o| o.meta().uid.clone())
-            .collect();
+            let siblings: Vec<String> =
+                informer::list_in(&ctl.owners, &ns, |o| owner::is_controlled_by(o.meta(), &parent.uid))
+                    .into_iter()
+                    .filter_map(|o| o.meta().uid.clone())
+                    .collect();
             in_ns
                 .iter()
-                .filter(|p| pods::is_active(p) && owner::controller_of(&p.metadata).is_some_and(|r| siblings.contains(&r.uid)))
+                .filter(|p| {
+                    pods::is_active(p) && owner::controller_of(&p.metadata).is_some_and(|r| siblings.contains(&r.uid))
+                })
                 .cloned()
                 .collect()
         }
@@ -481,15 +494,23 @@ pub async fn reconcile<K: Replicated>(rs: Arc<K>, ctl: Arc<Controller<K>>) -> Re
             Manage::Create(n) => {
                 if let Err(e) = create_pods(&*rs, &ctl, &pod_api, &key, n).await {
                     manage_error = Some(ManageError { message: e.to_string() });
-                    first_error =
-                        Some(Error::CreatePods { kind: kind::<K>(), namespace: ns.clone(), name: name.clone(), error: e });
+                    first_error = Some(Error::CreatePods {
+                        kind: kind::<K>(),
+                        namespace: ns.clone(),
+                        name: name.clone(),
+                        error: e,
+                    });
                 }
             }
             Manage::Delete(names) => {
                 if let Err(e) = delete_pods(&*rs, &ctl, &pod_api, &key, &ns, names).await {
                     manage_error = Some(ManageError { message: e.to_string() });
-                    first_error =
-                        Some(Error::DeletePods { kind: kind::<K>(), namespace: ns.clone(), name: name.clone(), error: e });
+                    first_error = Some(Error::DeletePods {
+                        kind: kind::<K>(),
+                        namespace: ns.clone(),
+                        name: name.clone(),
+                        error: e,
+                    });
                 }
             }
         }
@@ -585,14 +606,18 @@ async fn delete_pods<K: Replicated>(
     for ((n, k), r) in names.iter().zip(keys).zip(results) {
         match r {
             Ok(_) => {
-                ctl.recorder.record(&reference(rs), EventType::Normal, "SuccessfulDelete", &format!("Deleted pod: {n}")).await;
+                ctl.recorder
+                    .record(&reference(rs), EventType::Normal, "SuccessfulDelete", &format!("Deleted pod: {n}"))
+                    .await;
             }
             Err(e) => {
                 ctl.expectations.deletion_observed(key, &k);
                 if matches!(&e, kube::Error::Api(s) if s.code == 404) {
                     continue;
                 }
-                ctl.recorder.record(&reference(rs), EventType::Warning, "FailedDelete", &format!("Error deleting: {e}")).await;
+                ctl.recorder
+                    .record(&reference(rs), EventType::Warning, "FailedDelete", &format!("Error deleting: {e}"))
+                    .await;
                 error.get_or_insert(e);
             }
         }
@@ -611,11 +636,19 @@ mod tests {
 
     fn rs(replicas: i32, min_ready: i32) -> ReplicaSet {
         ReplicaSet {
-            metadata: ObjectMeta { name: Some("web".into()), namespace: Some("ns".into()), generation: Some(2), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some("web".into()),
+                namespace: Some("ns".into()),
+                generation: Some(2),
+                ..Default::default()
+            },
             spec: Some(ReplicaSetSpec {
                 replicas: Some(replicas),
                 min_ready_seconds: Some(min_ready),
-                selector: LabelSelector { match_labels: Some([("app".into(), "web".into())].into()), ..Default::default() },
+                selector: LabelSelector {
+                    match_labels: Some([("app".into(), "web".into())].into()),
+                    ..Default::default()
+                },
                 template: Some(PodTemplateSpec {
                     metadata: Some(ObjectMeta {
                         labels: Some([("app".into(), "web".into()), ("tier".into(), "f".into())].into()),

@@ -24,8 +24,10 @@ use std::time::Instant;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
 
-/// Bindings in flight at once (each is one API call, then a status patch and an event).
-const MAX_CONCURRENT_BINDINGS: usize = 64;
+/// Binding calls in flight at once.
+const MAX_CONCURRENT_BINDINGS: usize = 16;
+/// Status patches and events after bindings in flight at once: fewer, so bindings go first.
+const MAX_CONCURRENT_REPORTS: usize = 4;
 
 /// Which watches have delivered their first complete listing.
 #[derive(Debug, Default)]
@@ -88,6 +90,7 @@ pub struct Scheduler<A: SchedulerApi> {
     wake: Notify,
     api: A,
     binding_slots: Semaphore,
+    report_slots: Semaphore,
 }
 
 fn pod_ref(p: &PodInfo) -> PodRef {
@@ -190,6 +193,7 @@ impl<A: SchedulerApi> Scheduler<A> {
             wake: Notify::new(),
             api,
             binding_slots: Semaphore::new(MAX_CONCURRENT_BINDINGS),
+            report_slots: Semaphore::new(MAX_CONCURRENT_REPORTS),
         }
     }
 
@@ -427,16 +431,16 @@ impl<A: SchedulerApi> Scheduler<A> {
     }
 
     async fn bind(self: Arc<Self>, pod: Arc<PodInfo>, node: String) {
-        let _slot = self.binding_slots.acquire().await;
         let r = pod_ref(&pod);
-        match self.api.bind(&r, &node).await {
+        let bound = {
+            let _slot = self.binding_slots.acquire().await;
+            self.api.bind(&r, &node).await
+        };
+        let report = match bound {
             Ok(()) => {
                 self.lock().queue.done(&pod.uid);
-                if let Err(e) = self.api.patch_status(&r, scheduled_patch(&pod.pod)).await {
-                    tracing::debug!(error = %e, "setting PodScheduled=True failed");
-                }
                 let msg = format!("Successfully assigned {}/{} to {node}", r.namespace, r.name);
-                self.api.event(&r, EventType::Normal, "Scheduled", &msg).await;
+                Some((Some(scheduled_patch(&pod.pod)), EventType::Normal, "Scheduled", msg))
             }
             Err(e) => {
                 tracing::warn!(error = %e, "binding failed; retrying after back-off");
@@ -448,17 +452,22 @@ impl<A: SchedulerApi> Scheduler<A> {
                     pending
                 };
                 self.wake.notify_one();
-                if still_pending {
+                // A pod someone else bound or deleted meanwhile needs no report.
+                still_pending.then(|| {
                     let msg = format!("Binding rejected: {e}");
-                    if let Some(patch) = unschedulable_patch(&pod.pod, "SchedulerError", &msg, &Nomination::Keep) {
-                        if let Err(e) = self.api.patch_status(&r, patch).await {
-                            tracing::debug!(error = %e, "recording the binding failure failed");
-                        }
-                    }
-                    self.api.event(&r, EventType::Warning, "FailedScheduling", &msg).await;
-                }
+                    let patch = unschedulable_patch(&pod.pod, "SchedulerError", &msg, &Nomination::Keep);
+                    (patch, EventType::Warning, "FailedScheduling", msg)
+                })
+            }
+        };
+        let Some((patch, kind, reason, msg)) = report else { return };
+        let _slot = self.report_slots.acquire().await;
+        if let Some(patch) = patch {
+            if let Err(e) = self.api.patch_status(&r, patch).await {
+                tracing::debug!(error = %e, "updating PodScheduled failed");
             }
         }
+        self.api.event(&r, kind, reason, &msg).await;
     }
 
     /// Evicts one victim as upstream does: mark it `DisruptionTarget`, delete it, tell it why.

@@ -83,7 +83,9 @@ pub async fn start(
         kubelet_port: config.kubelet_port,
         control_plane: true,
         cgroup_root: "/k1s".into(),
-        registries: Some(registries),
+        // With our own containerd, registries.yaml credentials live in its config: credentials in
+        // a pull request would replace them for every mirror.
+        registries: config.container_runtime_endpoint.is_some().then_some(registries),
     };
     let cancel_k = cancel.clone();
     let images = runtime.clone();

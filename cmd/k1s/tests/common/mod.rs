@@ -16,6 +16,8 @@ pub struct Server {
     child: Option<Child>,
     pub port: u16,
     extra: Vec<String>,
+    /// Runs the node agent (containerd + kubelet), not only the control plane.
+    agent: bool,
 }
 
 impl Server {
@@ -37,18 +39,55 @@ impl Server {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("config.yaml"), "").expect("config");
         std::fs::create_dir_all(dir.path().join("home")).expect("home");
-        let mut s = Server { dir, child: None, port: 0, extra: extra.iter().map(|s| s.to_string()).collect() };
+        let mut s = Server { dir, child: None, port: 0, extra: extra.iter().map(|s| s.to_string()).collect(), agent: false };
         s.spawn();
         s
+    }
+
+    /// A whole node: control plane, containerd and kubelet, using the local registry's images.
+    /// Fails loudly when the machine cannot run it (not root, containerd missing, no registry).
+    pub fn start_node() -> Server {
+        node_prerequisites();
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("config.yaml"), "").expect("config");
+        std::fs::create_dir_all(dir.path().join("home")).expect("home");
+        let mut s = Server { dir, child: None, port: 0, extra: Vec::new(), agent: true };
+        s.spawn();
+        s.wait_node_ready();
+        s
+    }
+
+    pub fn run_dir(&self) -> PathBuf {
+        self.dir.path().join("run")
+    }
+
+    /// The containerd socket of this node.
+    pub fn containerd_socket(&self) -> PathBuf {
+        self.run_dir().join("containerd").join("containerd.sock")
+    }
+
+    fn wait_node_ready(&self) {
+        eventually(Duration::from_secs(90), "the node to be Ready", || {
+            let out = self.kubectl(&["get", "nodes", "-o", "jsonpath={.items[0].status.conditions[?(@.type==\"Ready\")].status}"]);
+            (String::from_utf8_lossy(&out.stdout).trim() == "True").then_some(())
+        });
     }
 
     fn spawn(&mut self) {
         let _ = std::fs::remove_file(self.kubeconfig());
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log()).expect("log");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_k1s"));
-        cmd.arg("server")
-            .arg("--disable-agent")
-            .arg("--https-listen-port=0")
+        cmd.arg("server");
+        if self.agent {
+            cmd.arg("--pause-image=127.0.0.1:5000/pause:3.10")
+                .arg("--kubelet-port=0")
+                .arg(format!("--run-dir={}", self.run_dir().display()))
+                .arg(format!("--pod-log-dir={}", self.dir.path().join("logs").display()))
+                .arg(format!("--registries-config={}", self.dir.path().join("registries.yaml").display()));
+        } else {
+            cmd.arg("--disable-agent");
+        }
+        cmd.arg("--https-listen-port=0")
             .arg("--bind-address=127.0.0.1")
             .arg(format!("--config={}", self.dir.path().join("config.yaml").display()))
             .arg(format!("--data-dir={}", self.data_dir().display()))
@@ -221,12 +260,83 @@ impl Server {
     }
 }
 
+impl Server {
+    /// Deletes every pod and waits until the kubelet has torn them down, so no container outlives
+    /// the test.
+    fn remove_all_pods(&self) {
+        let _ = self.kubectl(&["delete", "pods", "--all", "-A", "--grace-period=0", "--force", "--wait=false"]);
+        let pods_dir = self.data_dir().join("agent/kubelet/pods");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            let empty = std::fs::read_dir(&pods_dir).map(|mut d| d.next().is_none()).unwrap_or(true);
+            if empty {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Kills whatever still references this test's directory (shims, containerd) and
+    /// unmounts what was mounted under it.
+    fn scrub(&self) {
+        let dir = self.dir.path().display().to_string();
+        let _ = Command::new("pkill").args(["-KILL", "-f", &dir]).status();
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let mut points: Vec<String> = mounts
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(4).map(str::to_string))
+            .filter(|p| p.starts_with(&dir))
+            .collect();
+        points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+        for p in points {
+            let _ = Command::new("umount").args(["-l", &p]).status();
+        }
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
+        if self.agent {
+            if self.child.is_some() {
+                self.remove_all_pods();
+            }
+            self.stop();
+            self.scrub();
+        } else if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+}
+
+/// Root, containerd and the local registry with the test images, once per test binary.
+pub fn node_prerequisites() {
+    static READY: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let r = READY.get_or_init(|| {
+        if std::env::var("K1S_SKIP_NODE_TESTS").is_ok() {
+            return Err("K1S_SKIP_NODE_TESTS is set, but node tests cannot be skipped silently".into());
+        }
+        let id = Command::new("id").arg("-u").output().map_err(|e| e.to_string())?;
+        if String::from_utf8_lossy(&id.stdout).trim() != "0" {
+            return Err("node tests need root (containerd, CNI, cgroups)".into());
+        }
+        for bin in ["containerd", "runc", "skopeo", "umoci", "docker-registry"] {
+            let ok = Command::new("sh").arg("-c").arg(format!("command -v {bin}")).status().map(|s| s.success()).unwrap_or(false);
+            if !ok {
+                return Err(format!("{bin} is not installed: run hack/install-deps.sh"));
+            }
+        }
+        let hack = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../hack");
+        for script in ["registry.sh start", "images.sh"] {
+            let out = Command::new("sh").arg("-c").arg(format!("{}/{script}", hack.display())).output().map_err(|e| e.to_string())?;
+            if !out.status.success() {
+                return Err(format!("hack/{script} failed: {}", String::from_utf8_lossy(&out.stderr)));
+            }
+        }
+        Ok(())
+    });
+    if let Err(e) = r {
+        panic!("cannot run node tests: {e}");
     }
 }
 

@@ -9,7 +9,7 @@
 
 use super::spdy::session::{Event, FrameSender, Session};
 use super::spdy::SpdyError;
-use super::websocket::{self, WsSink, WsSource};
+use super::websocket::{self, MessageSink, MessageSource};
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -99,7 +99,13 @@ pub(crate) fn final_status(error_stream: &[u8]) -> Value {
 }
 
 /// Runs one translated session until the command ends or the client goes away.
-pub(crate) async fn run(mut sink: WsSink, mut source: WsSource, mut session: Session, streams: Streams, opts: StreamOptions) {
+pub(crate) async fn run(
+    mut sink: impl MessageSink,
+    mut source: impl MessageSource,
+    mut session: Session,
+    streams: Streams,
+    opts: StreamOptions,
+) {
     // Tells the client the session is up: an empty message on the lowest channel it reads.
     let first = if opts.stdout {
         CH_STDOUT
@@ -237,7 +243,12 @@ async fn from_client(frames: &FrameSender, s: &mut Streams, msg: &[u8]) -> Resul
 
 #[cfg(test)]
 mod tests {
+    use super::super::spdy::{decode, encode, header, Frame, HeaderDecoder, HeaderEncoder, FLAG_FIN};
     use super::*;
+    use std::collections::HashMap;
+    use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+    use tokio_tungstenite::tungstenite::protocol::Role;
+    use tokio_tungstenite::WebSocketStream;
 
     #[test]
     fn empty_error_stream_is_success_and_statuses_pass_through() {
@@ -249,5 +260,123 @@ mod tests {
         let odd = final_status(b"something broke");
         assert_eq!(odd["status"], "Failure");
         assert_eq!(odd["message"], "Internal error occurred: something broke");
+    }
+
+    const EXIT_3: &str = r#"{"metadata":{},"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"3"}]}}"#;
+
+    /// A remotecommand v4 server as containerd runs it: accepts the streams, echoes stdin to
+    /// stdout upper-cased and resize messages as they are, and when stdin closes writes exit
+    /// code 3 on the error stream and goes away.
+    async fn remotecommand_server<IO: AsyncRead + AsyncWrite + Send + 'static>(io: IO) {
+        let (rd, wr) = tokio::io::split(io);
+        tokio::pin!(rd);
+        tokio::pin!(wr);
+        let mut enc = HeaderEncoder::new().expect("encoder");
+        let mut dec = HeaderDecoder::new();
+        let mut buf = bytes::BytesMut::new();
+        let mut by_type: HashMap<String, u32> = HashMap::new();
+        let mut types: HashMap<u32, String> = HashMap::new();
+        loop {
+            let frame = match decode(&mut dec, &mut buf).expect("decode") {
+                Some(f) => f,
+                None => {
+                    if rd.read_buf(&mut buf).await.expect("read") == 0 {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let mut out = bytes::BytesMut::new();
+            match frame {
+                Frame::SynStream { stream_id, headers, .. } => {
+                    let t = header(&headers, "streamType").unwrap_or("").to_string();
+                    by_type.insert(t.clone(), stream_id);
+                    types.insert(stream_id, t);
+                    encode(&mut enc, &Frame::SynReply { stream_id, flags: 0, headers: Vec::new() }, &mut out).expect("reply");
+                }
+                Frame::Data { stream_id, flags, data } => {
+                    let kind = types.get(&stream_id).cloned().unwrap_or_default();
+                    let stdout = by_type["stdout"];
+                    if kind == "stdin" && !data.is_empty() {
+                        let up = Bytes::from(data.to_ascii_uppercase());
+                        encode(&mut enc, &Frame::Data { stream_id: stdout, flags: 0, data: up }, &mut out).expect("data");
+                    }
+                    if kind == "resize" {
+                        let f = Frame::Data { stream_id: stdout, flags: 0, data: data.clone() };
+                        encode(&mut enc, &f, &mut out).expect("data");
+                    }
+                    if kind == "stdin" && flags & FLAG_FIN != 0 {
+                        let err = by_type["error"];
+                        let status = Bytes::from_static(EXIT_3.as_bytes());
+                        encode(&mut enc, &Frame::Data { stream_id: err, flags: FLAG_FIN, data: status }, &mut out)
+                            .expect("status");
+                        encode(&mut enc, &Frame::GoAway { last_good_stream_id: 0, status: 0 }, &mut out).expect("goaway");
+                        wr.write_all(&out).await.expect("write");
+                        return;
+                    }
+                }
+                _ => {}
+            }
+            wr.write_all(&out).await.expect("write");
+        }
+    }
+
+    async fn recv(ws: &mut WebSocketStream<tokio::io::DuplexStream>) -> Message {
+        tokio::time::timeout(Duration::from_secs(5), ws.next()).await.expect("in time").expect("message").expect("ok")
+    }
+
+    #[tokio::test]
+    async fn websocket_v5_session_is_translated_to_spdy_and_back() {
+        let (spdy_client, spdy_server) = tokio::io::duplex(64 * 1024);
+        tokio::spawn(remotecommand_server(spdy_server));
+        let mut session = Session::start(spdy_client).expect("session");
+        let opts = StreamOptions { stdin: true, stdout: true, stderr: false, tty: true };
+        let streams = open_streams(&mut session, opts).await.expect("streams");
+
+        let (ws_client, ws_server) = tokio::io::duplex(64 * 1024);
+        let server = WebSocketStream::from_raw_socket(ws_server, Role::Server, None).await;
+        let (sink, source) = server.split();
+        let translator = tokio::spawn(run(sink, source, session, streams, opts));
+        let mut client = WebSocketStream::from_raw_socket(ws_client, Role::Client, None).await;
+
+        // The session announces itself with an empty stdout message.
+        assert_eq!(recv(&mut client).await, Message::Binary(Bytes::from_static(&[CH_STDOUT])));
+        client.send(Message::Binary(Bytes::from_static(b"\x04{\"Width\":80,\"Height\":24}"))).await.expect("resize");
+        assert_eq!(recv(&mut client).await, framed(CH_STDOUT, br#"{"Width":80,"Height":24}"#));
+        client.send(Message::Ping(Bytes::from_static(b"hb"))).await.expect("ping");
+        assert_eq!(recv(&mut client).await, Message::Pong(Bytes::from_static(b"hb")));
+        client.send(framed(CH_STDIN, b"echo hi")).await.expect("stdin");
+        assert_eq!(recv(&mut client).await, framed(CH_STDOUT, b"ECHO HI"));
+        // Closing stdin (v5's channel 255) ends the command; its status comes on channel 3.
+        client.send(Message::Binary(Bytes::from_static(&[CH_CLOSE, CH_STDIN]))).await.expect("close stdin");
+        let status = recv(&mut client).await;
+        let Message::Binary(b) = status else { panic!("status is binary") };
+        assert_eq!(b[0], CH_ERROR);
+        let v: Value = serde_json::from_slice(&b[1..]).expect("status json");
+        assert_eq!(v["reason"], "NonZeroExitCode");
+        assert_eq!(v["details"]["causes"][0]["message"], "3");
+        match recv(&mut client).await {
+            Message::Close(Some(f)) => assert_eq!(u16::from(f.code), 1000),
+            other => panic!("expected a close frame, got {other:?}"),
+        }
+        drop(client);
+        tokio::time::timeout(Duration::from_secs(5), translator).await.expect("translator ends").expect("join");
+    }
+
+    #[tokio::test]
+    async fn a_client_that_leaves_ends_the_kubelet_session() {
+        let (spdy_client, spdy_server) = tokio::io::duplex(64 * 1024);
+        let kubelet = tokio::spawn(remotecommand_server(spdy_server));
+        let mut session = Session::start(spdy_client).expect("session");
+        let opts = StreamOptions { stdin: true, stdout: true, ..Default::default() };
+        let streams = open_streams(&mut session, opts).await.expect("streams");
+        let (ws_client, ws_server) = tokio::io::duplex(64 * 1024);
+        let (sink, source) = WebSocketStream::from_raw_socket(ws_server, Role::Server, None).await.split();
+        let translator = tokio::spawn(run(sink, source, session, streams, opts));
+        let mut client = WebSocketStream::from_raw_socket(ws_client, Role::Client, None).await;
+        assert_eq!(recv(&mut client).await, Message::Binary(Bytes::from_static(&[CH_STDOUT])));
+        drop(client);
+        tokio::time::timeout(Duration::from_secs(5), translator).await.expect("translator ends").expect("join");
+        tokio::time::timeout(Duration::from_secs(5), kubelet).await.expect("kubelet side closed").expect("join");
     }
 }

@@ -11,7 +11,7 @@ use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
-use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 
 pub(crate) type Ws = WebSocketStream<TokioIo<Upgraded>>;
@@ -69,15 +69,26 @@ pub(crate) async fn server(upgraded: Upgraded) -> (WsSink, WsSource) {
     WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await.split()
 }
 
+/// The sending half of a WebSocket.
+pub(crate) trait MessageSink: futures::Sink<Message, Error = WsError> + Unpin + Send {}
+impl<T: futures::Sink<Message, Error = WsError> + Unpin + Send> MessageSink for T {}
+/// The receiving half of a WebSocket.
+pub(crate) trait MessageSource: futures::Stream<Item = Result<Message, WsError>> + Unpin + Send {}
+impl<T: futures::Stream<Item = Result<Message, WsError>> + Unpin + Send> MessageSource for T {}
+
 /// Sends a normal-closure close frame (1000).
-pub(crate) async fn close_normally(sink: &mut WsSink) {
+pub(crate) async fn close_normally(sink: &mut impl MessageSink) {
     let frame = CloseFrame { code: CloseCode::Normal, reason: "".into() };
     let _ = sink.send(Message::Close(Some(frame))).await;
 }
 
 /// After our close frame: reads (and discards) until the client closes too, answering pings,
 /// for at most `limit`.
-pub(crate) async fn drain_until_closed(sink: &mut WsSink, source: &mut WsSource, limit: std::time::Duration) {
+pub(crate) async fn drain_until_closed(
+    sink: &mut impl MessageSink,
+    source: &mut impl MessageSource,
+    limit: std::time::Duration,
+) {
     let _ = tokio::time::timeout(limit, async {
         while let Some(msg) = source.next().await {
             match msg {

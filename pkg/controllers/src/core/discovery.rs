@@ -11,11 +11,18 @@ pub struct ServedResource {
     pub api: ApiResource,
     pub namespaced: bool,
     pub verbs: Vec<String>,
+    /// Subresource names (`status`, `scale`, ...).
+    pub subresources: Vec<String>,
 }
 
 impl ServedResource {
     fn new(api: ApiResource, caps: &ApiCapabilities) -> ServedResource {
-        ServedResource { api, namespaced: caps.scope == Scope::Namespaced, verbs: caps.operations.clone() }
+        ServedResource {
+            api,
+            namespaced: caps.scope == Scope::Namespaced,
+            verbs: caps.operations.clone(),
+            subresources: caps.subresources.iter().map(|(r, _)| r.plural.clone()).collect(),
+        }
     }
 
     pub fn supports(&self, verb: &str) -> bool {
@@ -34,6 +41,7 @@ impl ServedResource {
             api: ApiResource::from_gvk_with_plural(&gvk, plural),
             namespaced,
             verbs: verbs.iter().map(|v| v.to_string()).collect(),
+            subresources: Vec::new(),
         }
     }
 }

@@ -57,7 +57,11 @@ pub struct Controller {
     pods: Store<Pod>,
 }
 
-fn resolve_deployment(deployments: &Store<Deployment>, ns: Option<&str>, obj: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<Arc<Deployment>> {
+fn resolve_deployment(
+    deployments: &Store<Deployment>,
+    ns: Option<&str>,
+    obj: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<Arc<Deployment>> {
     let r = owner::controller_of(obj)?;
     if r.kind != "Deployment" {
         return None;
@@ -168,12 +172,8 @@ pub async fn run(ctx: Arc<Context>) {
     else {
         return;
     };
-    let controller = Arc::new(Controller {
-        recorder: Recorder::new(client.clone(), COMPONENT, None),
-        client,
-        replica_sets,
-        pods,
-    });
+    let controller =
+        Arc::new(Controller { recorder: Recorder::new(client.clone(), COMPONENT, None), client, replica_sets, pods });
     driver::run(COMPONENT, deployments, triggers, controller, reconcile, ctx.cancel.clone()).await;
 }
 
@@ -259,14 +259,15 @@ async fn execute(
                             rs: rs_name.clone(),
                             error,
                         })?;
-                        let same = owner::is_controlled_by(&existing.metadata, d.metadata.uid.as_deref().unwrap_or_default())
-                            && match (
-                                existing.spec.as_ref().and_then(|s| s.template.as_ref()),
-                                d.spec.as_ref().map(|s| &s.template),
-                            ) {
-                                (Some(a), Some(b)) => util::equal_ignore_hash(a, b),
-                                _ => false,
-                            };
+                        let same =
+                            owner::is_controlled_by(&existing.metadata, d.metadata.uid.as_deref().unwrap_or_default())
+                                && match (
+                                    existing.spec.as_ref().and_then(|s| s.template.as_ref()),
+                                    d.spec.as_ref().map(|s| &s.template),
+                                ) {
+                                    (Some(a), Some(b)) => util::equal_ignore_hash(a, b),
+                                    _ => false,
+                                };
                         if same {
                             written.insert(rs_name, existing);
                             continue;
@@ -286,7 +287,13 @@ async fn execute(
                             let mut status = latest.status.clone().unwrap_or_default();
                             util::set_condition(
                                 &mut status,
-                                util::new_condition("Progressing", "False", util::REASON_FAILED_RS_CREATE, &msg, Timestamp::now()),
+                                util::new_condition(
+                                    "Progressing",
+                                    "False",
+                                    util::REASON_FAILED_RS_CREATE,
+                                    &msg,
+                                    Timestamp::now(),
+                                ),
                             );
                             let mut obj = latest.clone();
                             obj.status = Some(status);

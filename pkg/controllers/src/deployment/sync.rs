@@ -344,7 +344,8 @@ impl Sim<'_> {
     /// `cleanupDeployment`: delete the oldest empty ReplicaSets beyond the history limit.
     fn cleanup(&mut self, olds: &[usize]) {
         let Some(limit) = history_limit(&self.d) else { return };
-        let mut alive: Vec<usize> = olds.iter().copied().filter(|&i| self.rss[i].metadata.deletion_timestamp.is_none()).collect();
+        let mut alive: Vec<usize> =
+            olds.iter().copied().filter(|&i| self.rss[i].metadata.deletion_timestamp.is_none()).collect();
         let diff = i64::try_from(alive.len()).unwrap_or(0) - i64::from(limit);
         if diff <= 0 {
             return;
@@ -384,7 +385,13 @@ impl Sim<'_> {
         let cond = if available >= d_replicas(&self.d) - max_unavailable(&self.d) {
             new_condition("Available", "True", REASON_MIN_AVAILABLE, "Deployment has minimum availability.", self.now)
         } else {
-            new_condition("Available", "False", REASON_MIN_UNAVAILABLE, "Deployment does not have minimum availability.", self.now)
+            new_condition(
+                "Available",
+                "False",
+                REASON_MIN_UNAVAILABLE,
+                "Deployment does not have minimum availability.",
+                self.now,
+            )
         };
         set_condition(&mut status, cond);
         status
@@ -416,7 +423,10 @@ impl Sim<'_> {
                     Some(n) => format!("ReplicaSet {n:?} has successfully progressed."),
                     None => format!("Deployment {d_name:?} has successfully progressed."),
                 };
-                set_condition(&mut status, new_condition("Progressing", "True", REASON_NEW_RS_AVAILABLE, &msg, self.now));
+                set_condition(
+                    &mut status,
+                    new_condition("Progressing", "True", REASON_NEW_RS_AVAILABLE, &msg, self.now),
+                );
             } else if progressing(&self.d, &status) {
                 let msg = match &new_name {
                     Some(n) => format!("ReplicaSet {n:?} is progressing."),
@@ -439,12 +449,9 @@ impl Sim<'_> {
             }
         }
         // ReplicaFailure conditions of the ReplicaSets (the new one's first).
-        let failure = new
-            .into_iter()
-            .chain(olds.iter().copied())
-            .find_map(|i| {
-                self.rss[i].status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "ReplicaFailure").cloned()
-            });
+        let failure = new.into_iter().chain(olds.iter().copied()).find_map(|i| {
+            self.rss[i].status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "ReplicaFailure").cloned()
+        });
         match failure {
             Some(c) => set_condition(
                 &mut status,
@@ -613,9 +620,7 @@ impl Sim<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::apps::v1::{
-        DeploymentSpec, DeploymentStrategy, ReplicaSetStatus, RollingUpdateDeployment,
-    };
+    use k8s_openapi::api::apps::v1::{DeploymentSpec, DeploymentStrategy, ReplicaSetStatus, RollingUpdateDeployment};
     use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -647,7 +652,10 @@ mod tests {
             },
             spec: Some(DeploymentSpec {
                 replicas: Some(replicas),
-                selector: LabelSelector { match_labels: Some([("app".into(), "web".into())].into()), ..Default::default() },
+                selector: LabelSelector {
+                    match_labels: Some([("app".into(), "web".into())].into()),
+                    ..Default::default()
+                },
                 template: template(image),
                 strategy: Some(DeploymentStrategy {
                     type_: Some(strategy.into()),
@@ -721,10 +729,7 @@ mod tests {
         assert_eq!(a.get(MAX_REPLICAS).map(String::as_str), Some("4"));
         assert!(plan.steps.contains(&Step::SetRevision("1".into())));
         let st = last_status(&plan);
-        assert_eq!(
-            condition(&st, "Progressing").and_then(|c| c.reason.as_deref()),
-            Some(REASON_NEW_RS_CREATED)
-        );
+        assert_eq!(condition(&st, "Progressing").and_then(|c| c.reason.as_deref()), Some(REASON_NEW_RS_CREATED));
     }
 
     #[test]
@@ -739,10 +744,7 @@ mod tests {
         assert_eq!((st.replicas, st.updated_replicas, st.available_replicas), (Some(3), Some(3), Some(3)));
         assert_eq!(st.unavailable_replicas, Some(0));
         assert_eq!(condition(&st, "Available").map(|c| c.status.as_str()), Some("True"));
-        assert_eq!(
-            condition(&st, "Progressing").and_then(|c| c.reason.as_deref()),
-            Some(REASON_NEW_RS_AVAILABLE)
-        );
+        assert_eq!(condition(&st, "Progressing").and_then(|c| c.reason.as_deref()), Some(REASON_NEW_RS_AVAILABLE));
         // Feeding the written status back in: nothing more to do.
         d2.status = Some(st);
         let plan3 = plan(&d2, &[rs], &[], now());
@@ -759,26 +761,32 @@ mod tests {
         let new = created(&p);
         assert_eq!(new.len(), 1);
         assert_eq!(rs_replicas(new[0]), 1);
-        assert_eq!(
-            new[0].metadata.annotations.as_ref().and_then(|a| a.get(REVISION)).map(String::as_str),
-            Some("2")
-        );
+        assert_eq!(new[0].metadata.annotations.as_ref().and_then(|a| a.get(REVISION)).map(String::as_str), Some("2"));
         // Next sync: nothing new is available yet; the old one may lose one (maxUnavailable).
         let new = materialize(new[0], "rs2", "2024-05-01T11:30:00Z", 0);
         let p = plan(&d2, &[old.clone(), new.clone()], &[], now());
-        assert_eq!(events(&p), [format!("Scaled down replica set {} from 4 to 3", old.metadata.name.clone().unwrap_or_default())]);
+        assert_eq!(
+            events(&p),
+            [format!("Scaled down replica set {} from 4 to 3", old.metadata.name.clone().unwrap_or_default())]
+        );
     }
 
     #[test]
     fn max_unavailable_zero_waits_for_new_pods_before_scaling_down() {
         let mut d1 = deployment(2, "nginx:1", "RollingUpdate");
-        let ru = d1.spec.as_mut().and_then(|s| s.strategy.as_mut()).and_then(|s| s.rolling_update.as_mut()).expect("ru");
+        let ru =
+            d1.spec.as_mut().and_then(|s| s.strategy.as_mut()).and_then(|s| s.rolling_update.as_mut()).expect("ru");
         ru.max_unavailable = Some(IntOrString::Int(0));
         ru.max_surge = Some(IntOrString::Int(1));
         let old = materialize(created(&plan(&d1, &[], &[], now()))[0], "rs1", "2024-05-01T11:00:00Z", 2);
         let mut d2 = d1.clone();
         d2.spec.as_mut().expect("spec").template = template("nginx:2");
-        let new = materialize(created(&plan(&d2, std::slice::from_ref(&old), &[], now()))[0], "rs2", "2024-05-01T11:30:00Z", 0);
+        let new = materialize(
+            created(&plan(&d2, std::slice::from_ref(&old), &[], now()))[0],
+            "rs2",
+            "2024-05-01T11:30:00Z",
+            0,
+        );
         assert_eq!(rs_replicas(&new), 1);
         let p = plan(&d2, &[old.clone(), new.clone()], &[], now());
         assert!(events(&p).is_empty(), "{:?}", events(&p));
@@ -822,11 +830,12 @@ mod tests {
             s.replicas = 0;
         }
         let mut running = crate::workloads::pods::tests::pod("p", "n", "Running", None, NOW);
-        running.metadata.owner_references = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-            uid: "rs1".into(),
-            controller: Some(true),
-            ..Default::default()
-        }]);
+        running.metadata.owner_references =
+            Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                uid: "rs1".into(),
+                controller: Some(true),
+                ..Default::default()
+            }]);
         let p = plan(&d2, std::slice::from_ref(&drained), &[&running], now());
         assert!(created(&p).is_empty());
         // Pods gone: the new ReplicaSet is created at full size.
@@ -887,7 +896,12 @@ mod tests {
         let mut rs1 = materialize(created(&plan(&d1, &[], &[], now()))[0], "rs1", "2024-05-01T10:00:00Z", 0);
         set_rs_replicas(&mut rs1, 0);
         let d2 = deployment(2, "nginx:2", "RollingUpdate");
-        let mut rs2 = materialize(created(&plan(&d2, std::slice::from_ref(&rs1), &[], now()))[0], "rs2", "2024-05-01T11:00:00Z", 2);
+        let mut rs2 = materialize(
+            created(&plan(&d2, std::slice::from_ref(&rs1), &[], now()))[0],
+            "rs2",
+            "2024-05-01T11:00:00Z",
+            2,
+        );
         set_rs_replicas(&mut rs2, 2);
         // kubectl rollout undo writes nginx:1's template back.
         let p = plan(&d1, &[rs1.clone(), rs2], &[], now());
@@ -923,7 +937,13 @@ mod tests {
         set_condition(&mut status, new_condition("Progressing", "True", REASON_NEW_RS_CREATED, "x", started));
         set_condition(
             &mut status,
-            new_condition("Available", "False", REASON_MIN_UNAVAILABLE, "Deployment does not have minimum availability.", started),
+            new_condition(
+                "Available",
+                "False",
+                REASON_MIN_UNAVAILABLE,
+                "Deployment does not have minimum availability.",
+                started,
+            ),
         );
         d.status = Some(status.clone());
         let p = plan(&d, std::slice::from_ref(&rs), &[], now());
@@ -937,7 +957,13 @@ mod tests {
         set_condition(&mut fresh, new_condition("Progressing", "True", REASON_NEW_RS_CREATED, "x", recent));
         set_condition(
             &mut fresh,
-            new_condition("Available", "False", REASON_MIN_UNAVAILABLE, "Deployment does not have minimum availability.", recent),
+            new_condition(
+                "Available",
+                "False",
+                REASON_MIN_UNAVAILABLE,
+                "Deployment does not have minimum availability.",
+                recent,
+            ),
         );
         d.status = Some(fresh);
         let p = plan(&d, &[rs], &[], now());

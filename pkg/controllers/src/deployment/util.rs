@@ -289,7 +289,9 @@ pub fn find_new(d: &Deployment, rss: &[ReplicaSet]) -> Option<usize> {
     let template = d.spec.as_ref().map(|s| &s.template)?;
     let mut idx: Vec<usize> = (0..rss.len()).collect();
     idx.sort_by(|&a, &b| by_creation(&rss[a], &rss[b]));
-    idx.into_iter().find(|&i| rss[i].spec.as_ref().and_then(|s| s.template.as_ref()).is_some_and(|t| equal_ignore_hash(t, template)))
+    idx.into_iter().find(|&i| {
+        rss[i].spec.as_ref().and_then(|s| s.template.as_ref()).is_some_and(|t| equal_ignore_hash(t, template))
+    })
 }
 
 /// Sum of `spec.replicas`.
@@ -344,7 +346,8 @@ pub fn new_rs_new_replicas(d: &Deployment, all: &[&ReplicaSet], new_rs: &Replica
 /// `IsSaturated`: the new ReplicaSet owns and has available all desired replicas.
 pub fn is_saturated(d: &Deployment, rs: Option<&ReplicaSet>) -> bool {
     let Some(rs) = rs else { return false };
-    let Some(desired) = annotations(rs).and_then(|a| a.get(DESIRED_REPLICAS)).and_then(|v| v.parse::<i32>().ok()) else {
+    let Some(desired) = annotations(rs).and_then(|a| a.get(DESIRED_REPLICAS)).and_then(|v| v.parse::<i32>().ok())
+    else {
         return false;
     };
     let replicas = d_replicas(d);
@@ -375,8 +378,8 @@ fn rs_fraction(rs: &ReplicaSet, d: &Deployment) -> i32 {
         return -rs_replicas(rs);
     }
     let deployment_replicas = replicas + max_surge(d);
-    let annotated = max_replicas_annotation(rs)
-        .unwrap_or_else(|| d.status.as_ref().and_then(|s| s.replicas).unwrap_or(0));
+    let annotated =
+        max_replicas_annotation(rs).unwrap_or_else(|| d.status.as_ref().and_then(|s| s.replicas).unwrap_or(0));
     if annotated == 0 {
         return 0;
     }
@@ -604,7 +607,8 @@ mod tests {
         let fresh = rs_with_revision(None);
         assert_eq!(terminating_count([&a, &fresh]), Some(2));
         let mut silent = rs_with_revision(None);
-        silent.status = Some(k8s_openapi::api::apps::v1::ReplicaSetStatus { observed_generation: Some(1), ..Default::default() });
+        silent.status =
+            Some(k8s_openapi::api::apps::v1::ReplicaSetStatus { observed_generation: Some(1), ..Default::default() });
         assert_eq!(terminating_count([&a, &silent]), None);
     }
 
@@ -617,7 +621,10 @@ mod tests {
         set_condition(&mut s, new_condition("Progressing", "True", REASON_RS_UPDATED, "", time::add_secs(now, -601)));
         assert!(timed_out(&d, &s, now));
         let mut fresh = DeploymentStatus::default();
-        set_condition(&mut fresh, new_condition("Progressing", "True", REASON_RS_UPDATED, "", time::add_secs(now, -10)));
+        set_condition(
+            &mut fresh,
+            new_condition("Progressing", "True", REASON_RS_UPDATED, "", time::add_secs(now, -10)),
+        );
         assert!(!timed_out(&d, &fresh, now));
         d.spec.as_mut().expect("spec").progress_deadline_seconds = Some(i32::MAX);
         assert!(!timed_out(&d, &s, now));

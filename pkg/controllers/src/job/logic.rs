@@ -173,9 +173,14 @@ pub fn match_pod_failure_policy(policy: Option<&PodFailurePolicy>, pod: &Pod) ->
                 })
         } else if let Some(patterns) = &rule.on_pod_conditions {
             status.conditions.iter().flatten().find_map(|c| {
-                patterns.iter().any(|p| p.type_ == c.type_ && p.status.as_deref().unwrap_or("True") == c.status).then(|| {
-                    format!("Pod {ns}/{name} has condition {} matching {} rule at index {index}", c.type_, rule.action)
-                })
+                patterns.iter().any(|p| p.type_ == c.type_ && p.status.as_deref().unwrap_or("True") == c.status).then(
+                    || {
+                        format!(
+                            "Pod {ns}/{name} has condition {} matching {} rule at index {index}",
+                            c.type_, rule.action
+                        )
+                    },
+                )
             })
         } else {
             None
@@ -187,7 +192,9 @@ pub fn match_pod_failure_policy(policy: Option<&PodFailurePolicy>, pod: &Pod) ->
             "FailJob" => {
                 return PolicyMatch { fail_job_message: Some(message), count: true, action: Some("FailJob".into()) }
             }
-            "FailIndex" => return PolicyMatch { fail_job_message: None, count: true, action: Some("FailIndex".into()) },
+            "FailIndex" => {
+                return PolicyMatch { fail_job_message: None, count: true, action: Some("FailIndex".into()) }
+            }
             _ => {}
         }
     }
@@ -249,7 +256,8 @@ impl BackoffRecord {
         match (s.last(), f.is_empty()) {
             (None, true) => self.clone(),
             (None, false) => BackoffRecord {
-                failures_after_last_success: self.failures_after_last_success + i32::try_from(f.len()).unwrap_or(i32::MAX),
+                failures_after_last_success: self.failures_after_last_success
+                    + i32::try_from(f.len()).unwrap_or(i32::MAX),
                 last_failure_time: f.last().copied(),
             },
             (Some(_), true) => BackoffRecord::default(),
@@ -495,7 +503,11 @@ mod tests {
         ]);
         let mut disrupted = failed_with(137);
         if let Some(s) = disrupted.status.as_mut() {
-            s.conditions = Some(vec![PodCondition { type_: "DisruptionTarget".into(), status: "True".into(), ..Default::default() }]);
+            s.conditions = Some(vec![PodCondition {
+                type_: "DisruptionTarget".into(),
+                status: "True".into(),
+                ..Default::default()
+            }]);
         }
         let m = match_pod_failure_policy(Some(&p), &disrupted);
         assert_eq!((m.count, m.action.as_deref()), (false, Some("Ignore")));
@@ -514,7 +526,8 @@ mod tests {
         assert_eq!(r2.remaining(ts("2024-05-01T10:05:00Z")), Duration::from_secs(40));
         let ok = pod("ok", "n", "Succeeded", None, "2024-05-01T10:10:00Z");
         assert_eq!(r2.with_new_pods(&[&ok], &[]), BackoffRecord::default());
-        let many = BackoffRecord { failures_after_last_success: 20, last_failure_time: Some(ts("2024-05-01T10:00:00Z")) };
+        let many =
+            BackoffRecord { failures_after_last_success: 20, last_failure_time: Some(ts("2024-05-01T10:00:00Z")) };
         assert_eq!(many.remaining(ts("2024-05-01T10:00:00Z")), MAX_POD_FAILURE_BACKOFF);
     }
 
@@ -536,8 +549,14 @@ mod tests {
             ],
         };
         assert_eq!(match_success_policy(Some(&sp), 10, &Indexes::parse("0,5", 10)), None);
-        assert_eq!(match_success_policy(Some(&sp), 10, &Indexes::parse("0,2", 10)).as_deref(), Some("Matched rules at index 0"));
-        assert_eq!(match_success_policy(Some(&sp), 10, &Indexes::parse("5-8", 10)).as_deref(), Some("Matched rules at index 1"));
+        assert_eq!(
+            match_success_policy(Some(&sp), 10, &Indexes::parse("0,2", 10)).as_deref(),
+            Some("Matched rules at index 0")
+        );
+        assert_eq!(
+            match_success_policy(Some(&sp), 10, &Indexes::parse("5-8", 10)).as_deref(),
+            Some("Matched rules at index 1")
+        );
     }
 
     fn indexed_job(completions: i32) -> Job {

@@ -96,7 +96,8 @@ fn resolve_job(jobs: &Store<Job>, pod: &Pod) -> Option<Arc<Job>> {
     if r.kind != "Job" {
         return None;
     }
-    informer::get(jobs, pod.metadata.namespace.as_deref(), &r.name).filter(|j| j.metadata.uid.as_deref() == Some(r.uid.as_str()))
+    informer::get(jobs, pod.metadata.namespace.as_deref(), &r.name)
+        .filter(|j| j.metadata.uid.as_deref() == Some(r.uid.as_str()))
 }
 
 /// Whether a pod keeps a tracking finalizer nobody will remove (its Job is gone or finished).
@@ -130,7 +131,8 @@ fn on_pod_change(
         }
     }
     let uid = pod.metadata.uid.clone().unwrap_or_default();
-    let pod_key = expectations::key(pod.metadata.namespace.as_deref(), pod.metadata.name.as_deref().unwrap_or_default());
+    let pod_key =
+        expectations::key(pod.metadata.namespace.as_deref(), pod.metadata.name.as_deref().unwrap_or_default());
     if let Some(job) = resolve_job(jobs, pod) {
         let key = job_key(job.metadata.namespace.as_deref(), job.metadata.name.as_deref().unwrap_or_default());
         match (old, new) {
@@ -260,11 +262,8 @@ pub async fn reconcile(job: Arc<Job>, ctl: Arc<Controller>) -> Result<Action, Er
     let name = job.name_any();
     let pods_api: Api<Pod> = Api::namespaced(ctl.client.clone(), &ns);
     let jobs_api: Api<Job> = Api::namespaced(ctl.client.clone(), &ns);
-    let managed_elsewhere = job
-        .spec
-        .as_ref()
-        .and_then(|s| s.managed_by.as_deref())
-        .is_some_and(|m| m != logic::JOB_CONTROLLER_NAME);
+    let managed_elsewhere =
+        job.spec.as_ref().and_then(|s| s.managed_by.as_deref()).is_some_and(|m| m != logic::JOB_CONTROLLER_NAME);
     if managed_elsewhere || is_finished(&job) {
         if is_finished(&job) {
             ctl.memory.forget(&job_key(Some(&ns), &name));

@@ -371,7 +371,12 @@ pub async fn sync_job<A: JobApi + Sync>(
 
 /// `manageJob`: creates or deletes pods towards the wanted number of active pods. Returns the
 /// number of active pods afterwards.
-async fn manage_job<A: JobApi + Sync>(api: &A, mem: &Memory, c: &mut Ctx<'_>, now: Timestamp) -> (i32, Option<SyncError>) {
+async fn manage_job<A: JobApi + Sync>(
+    api: &A,
+    mem: &Memory,
+    c: &mut Ctx<'_>,
+    now: Timestamp,
+) -> (i32, Option<SyncError>) {
     let mut active = count(c.active_pods.len());
     let key = c.key.clone();
     if is_suspended(&c.job) {
@@ -416,8 +421,12 @@ async fn manage_job<A: JobApi + Sync>(api: &A, mem: &Memory, c: &mut Ctx<'_>, no
     diff = diff.min(count(MAX_POD_CREATE_DELETE_PER_SYNC));
     let mut indexes: Vec<Option<i32>> = vec![None; usize::try_from(diff).unwrap_or(0)];
     if is_indexed(&c.job) {
-        let pending =
-            first_pending_indexes(&c.active_pods, &c.succeeded_indexes, indexes.len(), completions(&c.job).unwrap_or(0));
+        let pending = first_pending_indexes(
+            &c.active_pods,
+            &c.succeeded_indexes,
+            indexes.len(),
+            completions(&c.job).unwrap_or(0),
+        );
         indexes = pending.into_iter().map(Some).collect();
     }
     mem.expectations.expect_creations(&key, indexes.len());
@@ -445,7 +454,9 @@ async fn manage_job<A: JobApi + Sync>(api: &A, mem: &Memory, c: &mut Ctx<'_>, no
                 let generate = match ix {
                     Some(i) => {
                         let md = t.metadata.get_or_insert_with(Default::default);
-                        md.annotations.get_or_insert_with(Default::default).insert(COMPLETION_INDEX.into(), i.to_string());
+                        md.annotations
+                            .get_or_insert_with(Default::default)
+                            .insert(COMPLETION_INDEX.into(), i.to_string());
                         md.labels.get_or_insert_with(Default::default).insert(COMPLETION_INDEX.into(), i.to_string());
                         if let Some(s) = t.spec.as_mut() {
                             s.hostname = Some(format!("{job_name}-{i}"));
@@ -769,12 +780,23 @@ async fn track_and_remove_finalizers<A: JobApi + Sync>(
                 if f.type_ == "Complete" {
                     let st = c.job.status.clone().unwrap_or_default();
                     if completions(&c.job).is_some_and(|n| st.succeeded.unwrap_or(0) > n) {
-                        api.event(&c.job, true, "TooManySucceededPods", "Too many succeeded pods running after completion count reached").await;
+                        api.event(
+                            &c.job,
+                            true,
+                            "TooManySucceededPods",
+                            "Too many succeeded pods running after completion count reached",
+                        )
+                        .await;
                     }
                     api.event(&c.job, false, "Completed", "Job completed").await;
                 } else {
-                    api.event(&c.job, true, f.reason.as_deref().unwrap_or_default(), f.message.as_deref().unwrap_or_default())
-                        .await;
+                    api.event(
+                        &c.job,
+                        true,
+                        f.reason.as_deref().unwrap_or_default(),
+                        f.message.as_deref().unwrap_or_default(),
+                    )
+                    .await;
                 }
             }
         }

@@ -126,7 +126,10 @@ mod tests {
     #[test]
     fn finished_jobs_expire_after_their_ttl() {
         let now = ts("2024-05-01T12:00:00Z");
-        assert_eq!(verdict(&finished_job(Some(100), "2024-05-01T11:59:00Z"), now), Verdict::Wait(Duration::from_secs(40)));
+        assert_eq!(
+            verdict(&finished_job(Some(100), "2024-05-01T11:59:00Z"), now),
+            Verdict::Wait(Duration::from_secs(40))
+        );
         assert_eq!(verdict(&finished_job(Some(0), "2024-05-01T11:59:00Z"), now), Verdict::Delete);
         assert_eq!(verdict(&finished_job(None, "2024-05-01T11:59:00Z"), now), Verdict::Nothing);
         let mut running = finished_job(Some(0), "2024-05-01T11:59:00Z");

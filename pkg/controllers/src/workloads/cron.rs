@@ -53,7 +53,8 @@ const MONTHS: Bounds = Bounds {
     max: 12,
     names: &["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"],
 };
-const DOW: Bounds = Bounds { name: "day of week", min: 0, max: 6, names: &["sun", "mon", "tue", "wed", "thu", "fri", "sat"] };
+const DOW: Bounds =
+    Bounds { name: "day of week", min: 0, max: 6, names: &["sun", "mon", "tue", "wed", "thu", "fri", "sat"] };
 
 fn field_err(b: &Bounds, value: &str, reason: impl Into<String>) -> CronError {
     CronError::Field { field: b.name, value: value.to_string(), reason: reason.into() }
@@ -388,10 +389,7 @@ mod tests {
 
     #[test]
     fn bad_specs_are_rejected_with_the_field_named() {
-        assert_eq!(
-            parse("* * * *").map(|_| ()),
-            Err(CronError::FieldCount { found: 4, spec: "* * * *".into() })
-        );
+        assert_eq!(parse("* * * *").map(|_| ()), Err(CronError::FieldCount { found: 4, spec: "* * * *".into() }));
         assert!(matches!(parse("61 * * * *"), Err(CronError::Field { field: "minute", .. })));
         assert!(matches!(parse("* * * * 7"), Err(CronError::Field { field: "day of week", .. })));
         assert!(matches!(parse("*/0 * * * *"), Err(CronError::Field { .. })));

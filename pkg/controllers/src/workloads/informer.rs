@@ -114,7 +114,8 @@ where
                     for now in store.state() {
                         let old = before.remove(&ObjectRef::from_obj(&*now));
                         let unchanged = old.as_ref().is_some_and(|o| {
-                            o.meta().resource_version.is_some() && o.meta().resource_version == now.meta().resource_version
+                            o.meta().resource_version.is_some()
+                                && o.meta().resource_version == now.meta().resource_version
                         });
                         if !unchanged {
                             on_change(old.as_deref(), Some(&now));

@@ -11,6 +11,7 @@ pub mod cron;
 pub mod driver;
 pub mod expectations;
 pub mod hash;
+pub mod history;
 pub mod informer;
 pub mod owner;
 pub mod pods;

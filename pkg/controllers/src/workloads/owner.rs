@@ -169,9 +169,8 @@ mod tests {
             name: Some(uid.into()),
             namespace: Some("ns".into()),
             uid: Some(uid.into()),
-            owner_references: controller.map(|c| {
-                vec![OwnerReference { uid: c.into(), controller: Some(true), ..Default::default() }]
-            }),
+            owner_references: controller
+                .map(|c| vec![OwnerReference { uid: c.into(), controller: Some(true), ..Default::default() }]),
             ..Default::default()
         }
     }

@@ -66,7 +66,14 @@ pub fn until_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> Opt
 
 /// The highest restart count of the pod's containers.
 pub fn max_restarts(pod: &Pod) -> i32 {
-    pod.status.as_ref().and_then(|s| s.container_statuses.as_ref()).into_iter().flatten().map(|c| c.restart_count).max().unwrap_or(0)
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|c| c.restart_count)
+        .max()
+        .unwrap_or(0)
 }
 
 fn phase_ordinal(pod: &Pod) -> u8 {

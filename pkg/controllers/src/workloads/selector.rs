@@ -85,7 +85,8 @@ mod tests {
 
     #[test]
     fn not_in_matches_absent_keys_and_unknown_operators_match_nothing() {
-        let not_in = LabelSelector { match_expressions: Some(vec![expr("env", "NotIn", &["prod"])]), ..Default::default() };
+        let not_in =
+            LabelSelector { match_expressions: Some(vec![expr("env", "NotIn", &["prod"])]), ..Default::default() };
         assert!(matches(Some(&not_in), Some(&labels(&[]))));
         assert!(!matches(Some(&not_in), Some(&labels(&[("env", "prod")]))));
         let bogus = LabelSelector { match_expressions: Some(vec![expr("env", "Gt", &["1"])]), ..Default::default() };

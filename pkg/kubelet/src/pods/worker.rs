@@ -139,6 +139,11 @@ fn pod_ref(pod: &Pod) -> ObjectReference {
     }
 }
 
+/// `name_namespace(uid)`, as upstream names pods in messages.
+fn pod_desc(pod: &Pod) -> String {
+    format!("{}_{}({})", pod_name(pod), pod_namespace(pod), pod.metadata.uid.as_deref().unwrap_or(""))
+}
+
 fn container_ref(pod: &Pod, c: &str) -> ObjectReference {
     let mut r = pod_ref(pod);
     r.field_path = Some(format!("spec.containers{{{c}}}"));
@@ -390,8 +395,7 @@ impl Worker {
                 true
             }
             Err(e) => {
-                let msg = format!("MountVolume.SetUp failed: {e}");
-                self.shared.recorder.record(&pod_ref(pod), Warning, "FailedMount", &msg).await;
+                self.shared.recorder.record(&pod_ref(pod), Warning, "FailedMount", &e.to_string()).await;
                 false
             }
         }
@@ -519,7 +523,7 @@ impl Worker {
                 return Some(Instant::now() + Duration::from_secs(2));
             }
         };
-        let mut mounts = match self.prepared.as_ref().map(|p| p.mounts_for(c)) {
+        let mut mounts = match self.prepared.as_ref().map(|p| p.mounts_for_env(c, &envs)) {
             Some(Ok(m)) => m,
             Some(Err(e)) => {
                 let msg = e.to_string();
@@ -570,11 +574,9 @@ impl Worker {
         self.waiting.remove(&c.name);
         if let Some(h) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) {
             let target = self.probe_target(c, &id);
-            if let Err(msg) = super::hooks::run_hook(rt.as_ref(), h, &target, Duration::from_secs(30)).await {
-                self.shared
-                    .recorder
-                    .record(&container_ref(pod, &c.name), Warning, "FailedPostStartHook", &format!("PostStartHook failed: {msg}"))
-                    .await;
+            if let Err(f) = super::hooks::run_hook(rt.as_ref(), h, &target, Duration::from_secs(30)).await {
+                let msg = f.event_message(&c.name, &pod_desc(pod));
+                self.shared.recorder.record(&container_ref(pod, &c.name), Warning, "FailedPostStartHook", &msg).await;
                 let _ = rt.stop_container(cri::StopContainerRequest { container_id: id.clone(), timeout: 0 }).await;
             }
         }
@@ -734,11 +736,9 @@ impl Worker {
         if let Some(h) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref()) {
             let target = self.probe_target(c, id);
             let budget = Duration::from_secs(grace.max(1) as u64);
-            if let Err(msg) = super::hooks::run_hook(self.shared.runtime.as_ref(), h, &target, budget).await {
-                self.shared
-                    .recorder
-                    .record(&container_ref(pod, &c.name), Warning, "FailedPreStopHook", &format!("PreStopHook failed: {msg}"))
-                    .await;
+            if let Err(f) = super::hooks::run_hook(self.shared.runtime.as_ref(), h, &target, budget).await {
+                let msg = f.event_message(&c.name, &pod_desc(pod));
+                self.shared.recorder.record(&container_ref(pod, &c.name), Warning, "FailedPreStopHook", &msg).await;
             }
         }
         let left = (grace - started.elapsed().as_secs() as i64).max(2);
@@ -813,12 +813,41 @@ impl Worker {
         }
     }
 
+    /// The termination message of an exited instance: the file the container wrote, or with
+    /// `FallbackToLogsOnError` the tail of its log when it failed without writing one.
+    fn termination_message(&self, c: &Container, s: &cri::ContainerStatus) -> String {
+        const MAX: usize = 4096;
+        let attempt = s.metadata.as_ref().map(|m| m.attempt).unwrap_or(0);
+        let file = self.shared.config.root_dir.join("pods").join(&self.uid).join("containers").join(&c.name).join(attempt.to_string());
+        let mut msg = std::fs::read(&file).map(|b| String::from_utf8_lossy(&b[..b.len().min(MAX)]).into_owned()).unwrap_or_default();
+        if msg.is_empty() && s.exit_code != 0 && c.termination_message_policy.as_deref() == Some("FallbackToLogsOnError") {
+            let log = std::fs::read_to_string(&s.log_path).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().rev().take(80).collect();
+            let text: Vec<String> = lines.into_iter().rev().map(|l| l.splitn(4, ' ').nth(3).unwrap_or("").to_string()).collect();
+            let joined = text.join("\n");
+            let mut start = joined.len().saturating_sub(2048);
+            while !joined.is_char_boundary(start) {
+                start += 1;
+            }
+            msg = joined[start..].to_string();
+        }
+        msg
+    }
+
+    fn instance_of(&self, c: &Container, s: &cri::ContainerStatus) -> Instance {
+        let mut i = instance(s);
+        if i.state == InstanceState::Exited && i.message.is_empty() {
+            i.message = self.termination_message(c, s);
+        }
+        i
+    }
+
     fn records(&self, containers: &[Container]) -> Vec<ContainerRecord> {
         containers
             .iter()
             .map(|c| {
                 let (cur, prev) = self.runtime.get(&c.name).cloned().unwrap_or((None, None));
-                let cur_i = cur.as_ref().map(instance);
+                let cur_i = cur.as_ref().map(|s| self.instance_of(c, s));
                 let running = cur_i.as_ref().is_some_and(|i| i.state == InstanceState::Running);
                 let id = cur.as_ref().map(|s| s.id.clone()).unwrap_or_default();
                 let res = |k| self.probe_results.get(&(id.clone(), k)).copied();
@@ -832,7 +861,7 @@ impl Worker {
                     image: c.image.clone().unwrap_or_default(),
                     restart_count: cur.as_ref().and_then(|s| s.metadata.as_ref()).map(|m| m.attempt as i32).unwrap_or(0),
                     current: cur_i,
-                    previous: prev.as_ref().map(instance),
+                    previous: prev.as_ref().map(|s| self.instance_of(c, s)),
                     waiting,
                     ready,
                     started,

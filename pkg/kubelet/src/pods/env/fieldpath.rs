@@ -254,8 +254,7 @@ pub fn container_resource(
         Some(d) if !d.is_zero() => d,
         _ => Quantity::from_units(1),
     };
-    let (kind, name) =
-        sel.resource.split_once('.').ok_or_else(|| FieldPathError::Resource(sel.resource.clone()))?;
+    let (kind, name) = sel.resource.split_once('.').ok_or_else(|| FieldPathError::Resource(sel.resource.clone()))?;
     let resources = container.resources.as_ref();
     let value = match kind {
         "limits" => {
@@ -393,8 +392,12 @@ mod tests {
             Err("field label not supported: spec.containers".to_string())
         );
         assert_eq!(
-            pod_field(&p, &ObjectFieldSelector { api_version: Some("v2".into()), field_path: "metadata.name".into() }, rt)
-                .map_err(|e| e.to_string()),
+            pod_field(
+                &p,
+                &ObjectFieldSelector { api_version: Some("v2".into()), field_path: "metadata.name".into() },
+                rt
+            )
+            .map_err(|e| e.to_string()),
             Err("unsupported pod version: v2".to_string())
         );
         assert!(pod_field(&p, &field("metadata.labels['-bad-']"), rt)
@@ -406,11 +409,7 @@ mod tests {
     }
 
     fn res(resource: &str, divisor: Option<&str>) -> ResourceFieldSelector {
-        ResourceFieldSelector {
-            container_name: None,
-            divisor: divisor.map(|d| Q(d.into())),
-            resource: resource.into(),
-        }
+        ResourceFieldSelector { container_name: None, divisor: divisor.map(|d| Q(d.into())), resource: resource.into() }
     }
 
     #[test]

@@ -160,9 +160,7 @@ pub async fn container_env(
         let literal = var.value.as_deref().unwrap_or("");
         let value = if !literal.is_empty() {
             expansion::expand(literal, |name| {
-                env.get(name)
-                    .cloned()
-                    .or_else(|| services.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+                env.get(name).cloned().or_else(|| services.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
             })
         } else if let Some(from) = &var.value_from {
             if let Some(f) = &from.field_ref {
@@ -229,8 +227,8 @@ mod tests {
     use super::*;
     use crate::pods::volumes::MemorySource;
     use k8s_openapi::api::core::v1::{
-        ConfigMapEnvSource, ConfigMapKeySelector, EnvFromSource, EnvVar, EnvVarSource, ObjectFieldSelector,
-        PodSpec, PodStatus, ResourceFieldSelector, ResourceRequirements, SecretEnvSource, SecretKeySelector,
+        ConfigMapEnvSource, ConfigMapKeySelector, EnvFromSource, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec,
+        PodStatus, ResourceFieldSelector, ResourceRequirements, SecretEnvSource, SecretKeySelector,
     };
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -372,10 +370,17 @@ mod tests {
         let env = run(&c, &[]).await.expect("env");
         assert_eq!(env, vec![("COLOR".to_string(), "blue".to_string()), ("PW".into(), "s3cr3t".into())]);
 
-        let err = |src: EnvVarSource| Container { name: "c".into(), env: Some(vec![from("X", src)]), ..Default::default() };
+        let err =
+            |src: EnvVarSource| Container { name: "c".into(), env: Some(vec![from("X", src)]), ..Default::default() };
         let msg = |r: Result<Vec<(String, String)>, EnvError>| r.map_err(|e| e.to_string()).err();
-        assert_eq!(msg(run(&err(cm_ref("gone", "x", None)), &[]).await).as_deref(), Some("configmap \"gone\" not found"));
-        assert_eq!(msg(run(&err(secret_ref("gone", "x", None)), &[]).await).as_deref(), Some("secret \"gone\" not found"));
+        assert_eq!(
+            msg(run(&err(cm_ref("gone", "x", None)), &[]).await).as_deref(),
+            Some("configmap \"gone\" not found")
+        );
+        assert_eq!(
+            msg(run(&err(secret_ref("gone", "x", None)), &[]).await).as_deref(),
+            Some("secret \"gone\" not found")
+        );
         assert_eq!(
             msg(run(&err(cm_ref("cfg", "nope", None)), &[]).await).as_deref(),
             Some("couldn't find key nope in ConfigMap ns/cfg")

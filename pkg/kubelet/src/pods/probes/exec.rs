@@ -60,7 +60,12 @@ pub async fn run(runtime: &dyn RuntimeService, container_id: &str, cmd: &[String
 }
 
 /// The probe's verdict on an ExecSync run.
-pub async fn probe(runtime: &dyn RuntimeService, container_id: &str, cmd: &[String], timeout: Duration) -> (ProbeResult, String) {
+pub async fn probe(
+    runtime: &dyn RuntimeService,
+    container_id: &str,
+    cmd: &[String],
+    timeout: Duration,
+) -> (ProbeResult, String) {
     match run(runtime, container_id, cmd, timeout).await {
         ExecRun::Exited { exit_code: 0, output, .. } => (ProbeResult::Success, output),
         ExecRun::Exited { output, .. } => (ProbeResult::Failure, output),

@@ -148,7 +148,8 @@ async fn call(mut sender: Sender, authority: &str, service: &str, deadline: Inst
     sender.ready().await.map_err(|e| e.to_string())?;
     let resp = sender.send_request(request).await.map_err(|e| e.to_string())?;
     let status = resp.status().as_u16();
-    let header_code = resp.headers().get("grpc-status").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u32>().ok());
+    let header_code =
+        resp.headers().get("grpc-status").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u32>().ok());
     let header_msg = resp.headers().get("grpc-message").and_then(|v| v.to_str().ok()).map(decode_message);
     if status != 200 {
         let reason = http::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("");
@@ -190,7 +191,11 @@ async fn call(mut sender: Sender, authority: &str, service: &str, deadline: Inst
             response: None,
         });
     };
-    let code = trailers.get("grpc-status").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u32>().ok()).unwrap_or(UNKNOWN);
+    let code = trailers
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or(UNKNOWN);
     let message = trailers.get("grpc-message").and_then(|v| v.to_str().ok()).map(decode_message).unwrap_or_default();
     let response = if data.len() >= 5 {
         let len = u32::from_be_bytes([data[1], data[2], data[3], data[4]]) as usize;
@@ -209,11 +214,19 @@ pub async fn check(host: &str, port: u16, service: &str, timeout: Duration) -> (
     let Some(sender) = connect(host, port, deadline).await else {
         return (
             ProbeResult::Failure,
-            format!("timeout: failed to connect service {addr:?} within {}: context deadline exceeded", go_duration(timeout)),
+            format!(
+                "timeout: failed to connect service {addr:?} within {}: context deadline exceeded",
+                go_duration(timeout)
+            ),
         );
     };
     let answer = match tokio::time::timeout_at(deadline, call(sender, &addr, service, deadline)).await {
-        Err(_) => return (ProbeResult::Failure, format!("timeout: health rpc did not complete within {}", go_duration(timeout))),
+        Err(_) => {
+            return (
+                ProbeResult::Failure,
+                format!("timeout: health rpc did not complete within {}", go_duration(timeout)),
+            )
+        }
         Ok(Err(e)) => {
             return (
                 ProbeResult::Failure,
@@ -227,16 +240,26 @@ pub async fn check(host: &str, port: u16, service: &str, timeout: Duration) -> (
         UNIMPLEMENTED => {
             return (
                 ProbeResult::Failure,
-                format!("this server does not implement the grpc health protocol (grpc.health.v1.Health): {}", answer.message),
+                format!(
+                    "this server does not implement the grpc health protocol (grpc.health.v1.Health): {}",
+                    answer.message
+                ),
             )
         }
         DEADLINE_EXCEEDED => {
-            return (ProbeResult::Failure, format!("timeout: health rpc did not complete within {}", go_duration(timeout)))
+            return (
+                ProbeResult::Failure,
+                format!("timeout: health rpc did not complete within {}", go_duration(timeout)),
+            )
         }
         code => {
             return (
                 ProbeResult::Failure,
-                format!("error: health rpc probe failed: rpc error: code = {} desc = {}", code_name(code), answer.message),
+                format!(
+                    "error: health rpc probe failed: rpc error: code = {} desc = {}",
+                    code_name(code),
+                    answer.message
+                ),
             )
         }
     }
@@ -360,7 +383,9 @@ pub(crate) mod tests {
         assert_eq!(result, ProbeResult::Failure);
         assert_eq!(
             msg,
-            format!("timeout: failed to connect service \"127.0.0.1:{closed}\" within 300ms: context deadline exceeded")
+            format!(
+                "timeout: failed to connect service \"127.0.0.1:{closed}\" within 300ms: context deadline exceeded"
+            )
         );
     }
 }

@@ -170,7 +170,9 @@ fn split_authority(authority: &str, default_port: u16) -> Result<(String, u16), 
         return Ok((host.to_string(), port));
     }
     match authority.rsplit_once(':') {
-        Some((h, p)) if !p.is_empty() => Ok((h.to_string(), p.parse().map_err(|_| GetFailure::Url(authority.to_string()))?)),
+        Some((h, p)) if !p.is_empty() => {
+            Ok((h.to_string(), p.parse().map_err(|_| GetFailure::Url(authority.to_string()))?))
+        }
         Some((h, _)) => Ok((h.to_string(), default_port)),
         None => Ok((authority.to_string(), default_port)),
     }
@@ -432,8 +434,9 @@ pub async fn get(req: &GetRequest, deadline: Instant) -> Result<GetResponse, Get
     let mut host_header = explicit_host.clone().unwrap_or_else(|| dial::join_host_port(&target.host, target.port));
     let mut redirects = 0;
     loop {
-        let (status, location, body) =
-            once(req, &target, &host_header, deadline).await.map_err(|failure| GetError { url: target.url(), failure })?;
+        let (status, location, body) = once(req, &target, &host_header, deadline)
+            .await
+            .map_err(|failure| GetError { url: target.url(), failure })?;
         let follow = matches!(status, 301 | 302 | 303 | 307 | 308);
         let Some(location) = location.filter(|_| follow) else {
             return Ok(GetResponse { status, body, url: target.url() });

@@ -160,7 +160,9 @@ pub fn expand_command(cmd: &[String], container: &Container) -> Vec<String> {
         .collect();
     cmd.iter()
         .map(|c| {
-            crate::pods::env::expansion::expand(c, |k| vars.iter().rev().find(|(n, _)| *n == k).map(|(_, v)| v.to_string()))
+            crate::pods::env::expansion::expand(c, |k| {
+                vars.iter().rev().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+            })
         })
         .collect()
 }
@@ -197,9 +199,10 @@ async fn run_once(runtime: &dyn RuntimeService, probe: &Probe, target: &ProbeTar
                 let body = String::from_utf8_lossy(&resp.body).into_owned();
                 match resp.status {
                     200..=299 => ProbeOutcome::new(ProbeResult::Success, body),
-                    300..=399 => {
-                        ProbeOutcome::new(ProbeResult::Warning, format!("Probe terminated redirects, Response body: {body}"))
-                    }
+                    300..=399 => ProbeOutcome::new(
+                        ProbeResult::Warning,
+                        format!("Probe terminated redirects, Response body: {body}"),
+                    ),
                     status => {
                         ProbeOutcome::new(ProbeResult::Failure, format!("HTTP probe failed with statuscode: {status}"))
                     }
@@ -259,4 +262,4 @@ pub async fn probe_once(runtime: &dyn RuntimeService, probe: &Probe, target: &Pr
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -12,13 +12,14 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
 /// What the in-process HTTP server does for a path.
-type Handler = Arc<dyn Fn(&http::Request<hyper::body::Incoming>) -> (u16, Vec<(String, String)>, String) + Send + Sync>;
+pub(crate) type Handler =
+    Arc<dyn Fn(&http::Request<hyper::body::Incoming>) -> (u16, Vec<(String, String)>, String) + Send + Sync>;
 
 /// Requests the server saw: (path, headers).
-type Seen = Arc<Mutex<Vec<(String, http::HeaderMap)>>>;
+pub(crate) type Seen = Arc<Mutex<Vec<(String, http::HeaderMap)>>>;
 
 /// An HTTP/1.1 server on 127.0.0.1 answering with `handler`; returns its port and log.
-async fn serve(handler: Handler, delay: Duration) -> (u16, Seen) {
+pub(crate) async fn serve(handler: Handler, delay: Duration) -> (u16, Seen) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = listener.local_addr().expect("addr").port();
     let seen: Seen = Arc::default();
@@ -55,7 +56,7 @@ async fn serve(handler: Handler, delay: Duration) -> (u16, Seen) {
     (port, seen)
 }
 
-fn status(code: u16) -> Handler {
+pub(crate) fn status(code: u16) -> Handler {
     Arc::new(move |_| (code, vec![], format!("status {code}")))
 }
 
@@ -68,8 +69,12 @@ fn container() -> Container {
     }
 }
 
-fn target(container_id: &str) -> ProbeTarget {
-    ProbeTarget { pod_ip: Some("127.0.0.1".parse().expect("ip")), container_id: container_id.into(), container: container() }
+pub(crate) fn target(container_id: &str) -> ProbeTarget {
+    ProbeTarget {
+        pod_ip: Some("127.0.0.1".parse().expect("ip")),
+        container_id: container_id.into(),
+        container: container(),
+    }
 }
 
 fn http_probe(port: i32, path: &str) -> Probe {
@@ -151,7 +156,10 @@ async fn http_refused_connection_reads_like_go() {
     let port = closed_port();
     let out = probe_once(&rt, &http_probe(i32::from(port), "/"), &target("c1")).await;
     assert_eq!(out.result, ProbeResult::Failure);
-    assert_eq!(out.output, format!("Get \"http://127.0.0.1:{port}/\": dial tcp 127.0.0.1:{port}: connect: connection refused"));
+    assert_eq!(
+        out.output,
+        format!("Get \"http://127.0.0.1:{port}/\": dial tcp 127.0.0.1:{port}: connect: connection refused")
+    );
 }
 
 #[tokio::test]
@@ -261,15 +269,23 @@ async fn tcp_succeeds_on_a_listener_and_fails_on_a_closed_port() {
 }
 
 /// A fake runtime with one running container named `app`; returns its id.
-async fn running_container(rt: &FakeRuntime) -> String {
-    use k1s_cri::{ImageService as _, RuntimeService as _};
+pub(crate) async fn running_container(rt: &FakeRuntime) -> String {
+    use k1s_cri::RuntimeService as _;
     rt.add_image("busybox");
     let sandbox_config = cri::PodSandboxConfig {
-        metadata: Some(cri::PodSandboxMetadata { name: "p".into(), uid: "u".into(), namespace: "ns".into(), attempt: 0 }),
+        metadata: Some(cri::PodSandboxMetadata {
+            name: "p".into(),
+            uid: "u".into(),
+            namespace: "ns".into(),
+            attempt: 0,
+        }),
         ..Default::default()
     };
     let sb = rt
-        .run_pod_sandbox(cri::RunPodSandboxRequest { config: Some(sandbox_config.clone()), runtime_handler: String::new() })
+        .run_pod_sandbox(cri::RunPodSandboxRequest {
+            config: Some(sandbox_config.clone()),
+            runtime_handler: String::new(),
+        })
         .await
         .expect("sandbox");
     let created = rt
@@ -285,7 +301,6 @@ async fn running_container(rt: &FakeRuntime) -> String {
         .await
         .expect("create");
     rt.start_container(cri::StartContainerRequest { container_id: created.container_id.clone() }).await.expect("start");
-    let _ = rt.list_images(cri::ListImagesRequest { filter: None }).await;
     created.container_id
 }
 
@@ -302,8 +317,12 @@ async fn exec_exit_code_decides_and_output_is_reported() {
     let rt = FakeRuntime::new();
     let id = running_container(&rt).await;
     rt.script_exec(
-        ExecScript::responds(cri::ExecSyncResponse { stdout: b"out\n".to_vec(), stderr: b"err\n".to_vec(), exit_code: 1 })
-            .for_command(["check"]),
+        ExecScript::responds(cri::ExecSyncResponse {
+            stdout: b"out\n".to_vec(),
+            stderr: b"err\n".to_vec(),
+            exit_code: 1,
+        })
+        .for_command(["check"]),
     );
     assert_eq!(probe_once(&rt, &exec_probe(&["true"]), &target(&id)).await.result, ProbeResult::Success);
     assert_eq!(

@@ -232,7 +232,9 @@ impl Loop {
                 }
                 // A failed liveness probe means a restart, and a startup probe is done once it
                 // decided: either way this container instance needs no more probing.
-                if decided && ((self.kind == ProbeKind::Liveness && current == ProbeResult::Failure) || self.kind == ProbeKind::Startup)
+                if decided
+                    && ((self.kind == ProbeKind::Liveness && current == ProbeResult::Failure)
+                        || self.kind == ProbeKind::Startup)
                 {
                     return;
                 }

@@ -144,7 +144,8 @@ pub fn apply_fs_group(dir: &Path, gid: u32) -> Result<(), AtomicWriteError> {
     std::os::unix::fs::lchown(dir, None, Some(gid)).map_err(io("changing the group of", dir))?;
     let mode = meta.permissions().mode() & 0o7777;
     let extra = if meta.is_dir() { 0o2550 } else { 0o440 };
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | extra)).map_err(io("setting the mode of", dir))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | extra))
+        .map_err(io("setting the mode of", dir))?;
     if meta.is_dir() {
         for entry in std::fs::read_dir(dir).map_err(io("listing", dir))? {
             let entry = entry.map_err(io("listing", dir))?;

@@ -15,11 +15,9 @@ pub fn check_type(path: &Path, type_: Option<&str>) -> Result<(), SetUpCause> {
     let stat = || std::fs::metadata(path).ok();
     match type_.unwrap_or("") {
         "" => Ok(()),
-        "DirectoryOrCreate" if stat().is_none() => {
-            std::fs::create_dir_all(path)
-                .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)))
-                .map_err(|source| SetUpCause::Io { op: "creating", path: path.to_path_buf(), source })
-        }
+        "DirectoryOrCreate" if stat().is_none() => std::fs::create_dir_all(path)
+            .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)))
+            .map_err(|source| SetUpCause::Io { op: "creating", path: path.to_path_buf(), source }),
         "DirectoryOrCreate" | "Directory" => match stat() {
             Some(m) if m.is_dir() => Ok(()),
             _ => Err(not(path, "a directory")),
@@ -79,10 +77,22 @@ mod tests {
         let file = tmp.path().join("f");
         std::fs::write(&file, b"x").expect("write");
         let msg = |p: &Path, t: &str| check_type(p, Some(t)).map_err(|e| e.to_string()).err();
-        assert_eq!(msg(&file, "Directory"), Some(format!("hostPath type check failed: {} is not a directory", file.display())));
-        assert_eq!(msg(tmp.path(), "File"), Some(format!("hostPath type check failed: {} is not a file", tmp.path().display())));
-        assert_eq!(msg(&file, "Socket"), Some(format!("hostPath type check failed: {} is not a socket file", file.display())));
-        assert_eq!(msg(&file, "BlockDevice"), Some(format!("hostPath type check failed: {} is not a block device", file.display())));
+        assert_eq!(
+            msg(&file, "Directory"),
+            Some(format!("hostPath type check failed: {} is not a directory", file.display()))
+        );
+        assert_eq!(
+            msg(tmp.path(), "File"),
+            Some(format!("hostPath type check failed: {} is not a file", tmp.path().display()))
+        );
+        assert_eq!(
+            msg(&file, "Socket"),
+            Some(format!("hostPath type check failed: {} is not a socket file", file.display()))
+        );
+        assert_eq!(
+            msg(&file, "BlockDevice"),
+            Some(format!("hostPath type check failed: {} is not a block device", file.display()))
+        );
         assert_eq!(msg(&file, "Bogus"), Some("Bogus is an invalid volume type".to_string()));
         assert_eq!(msg(&tmp.path().join("missing"), ""), None);
         assert_eq!(msg(&file, "File"), None);

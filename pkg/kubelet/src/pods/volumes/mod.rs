@@ -228,24 +228,35 @@ fn fs_group(pod: &Pod) -> Option<u32> {
         .and_then(|g| u32::try_from(g).ok())
 }
 
-fn volume_kind(v: &Volume) -> &'static str {
-    if v.persistent_volume_claim.is_some() {
-        "persistentVolumeClaim"
-    } else if v.ephemeral.is_some() {
-        "ephemeral"
-    } else if v.csi.is_some() {
-        "csi"
-    } else if v.nfs.is_some() {
-        "nfs"
-    } else if v.image.is_some() {
-        "image"
-    } else if v.git_repo.is_some() {
-        "gitRepo"
-    } else if v.iscsi.is_some() {
-        "iscsi"
-    } else {
-        "this"
-    }
+/// The source of a volume k1s cannot set up, if it has one.
+fn unsupported_kind(v: &Volume) -> Option<&'static str> {
+    let kinds: [(bool, &'static str); 24] = [
+        (v.persistent_volume_claim.is_some(), "persistentVolumeClaim"),
+        (v.ephemeral.is_some(), "ephemeral"),
+        (v.csi.is_some(), "csi"),
+        (v.nfs.is_some(), "nfs"),
+        (v.image.is_some(), "image"),
+        (v.git_repo.is_some(), "gitRepo"),
+        (v.iscsi.is_some(), "iscsi"),
+        (v.aws_elastic_block_store.is_some(), "awsElasticBlockStore"),
+        (v.azure_disk.is_some(), "azureDisk"),
+        (v.azure_file.is_some(), "azureFile"),
+        (v.cephfs.is_some(), "cephfs"),
+        (v.cinder.is_some(), "cinder"),
+        (v.fc.is_some(), "fc"),
+        (v.flex_volume.is_some(), "flexVolume"),
+        (v.flocker.is_some(), "flocker"),
+        (v.gce_persistent_disk.is_some(), "gcePersistentDisk"),
+        (v.glusterfs.is_some(), "glusterfs"),
+        (v.photon_persistent_disk.is_some(), "photonPersistentDisk"),
+        (v.portworx_volume.is_some(), "portworxVolume"),
+        (v.quobyte.is_some(), "quobyte"),
+        (v.rbd.is_some(), "rbd"),
+        (v.scale_io.is_some(), "scaleIO"),
+        (v.storageos.is_some(), "storageos"),
+        (v.vsphere_volume.is_some(), "vsphereVolume"),
+    ];
+    kinds.into_iter().find(|(set, _)| *set).map(|(_, kind)| kind)
 }
 
 impl VolumeManager {
@@ -302,7 +313,12 @@ impl VolumeManager {
 
     /// Rewrites configMap, secret, downwardAPI and projected volumes whose sources changed.
     /// A volume whose source is gone keeps its last contents.
-    pub async fn resync(&self, client: &kube::Client, pod: &Pod, prepared: &PreparedVolumes) -> Result<(), VolumeError> {
+    pub async fn resync(
+        &self,
+        client: &kube::Client,
+        pod: &Pod,
+        prepared: &PreparedVolumes,
+    ) -> Result<(), VolumeError> {
         self.resync_with(&ApiSource::new(client.clone()), pod, prepared).await
     }
 
@@ -347,7 +363,15 @@ impl VolumeManager {
             return;
         }
         let dir = self.pods_dir.join(pod_uid);
-        let mounts = match self.mounter.mounts_under(&dir) {
+        let canonical = match tokio::fs::canonicalize(&dir).await {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) => {
+                tracing::warn!(error = %e, path = %dir.display(), "cannot resolve the pod directory; leaving it");
+                return;
+            }
+        };
+        let mounts = match self.mounter.mounts_under(&canonical) {
             Ok(m) => m,
             Err(e) => {
                 tracing::warn!(error = %e, pod_uid, "cannot read the mount table; leaving the pod directory");
@@ -371,17 +395,29 @@ impl VolumeManager {
         }
     }
 
-    async fn set_up(&self, source: &dyn ObjectSource, pod: &Pod, uid: &str, v: &Volume) -> Result<PreparedVolume, SetUpCause> {
+    async fn set_up(
+        &self,
+        source: &dyn ObjectSource,
+        pod: &Pod,
+        uid: &str,
+        v: &Volume,
+    ) -> Result<PreparedVolume, SetUpCause> {
         if let Some(hp) = &v.host_path {
             let path = PathBuf::from(&hp.path);
             let type_ = hp.type_.clone();
             let check = path.clone();
-            tokio::task::spawn_blocking(move || host_path::check_type(&check, type_.as_deref()))
-                .await
-                .map_err(|e| SetUpCause::Io { op: "checking", path: path.clone(), source: std::io::Error::other(e) })??;
+            tokio::task::spawn_blocking(move || host_path::check_type(&check, type_.as_deref())).await.map_err(
+                |e| SetUpCause::Io { op: "checking", path: path.clone(), source: std::io::Error::other(e) },
+            )??;
             return Ok(PreparedVolume { plugin: Plugin::HostPath, path });
         }
-        if let Some(ed) = &v.empty_dir {
+        if let Some(kind) = unsupported_kind(v) {
+            return Err(SetUpCause::Unsupported { kind });
+        }
+        let defaulted =
+            v.config_map.is_none() && v.secret.is_none() && v.downward_api.is_none() && v.projected.is_none();
+        // A volume without a source is an emptyDir (the API's defaulting).
+        if let Some(ed) = v.empty_dir.clone().or_else(|| defaulted.then(Default::default)) {
             let dir = self.volume_dir(uid, Plugin::EmptyDir, &v.name);
             match ed.medium.as_deref().unwrap_or("") {
                 "" => self.make_dir(&dir, pod, false).await?,
@@ -399,10 +435,8 @@ impl VolumeManager {
             Plugin::Secret
         } else if v.downward_api.is_some() {
             Plugin::DownwardApi
-        } else if v.projected.is_some() {
-            Plugin::Projected
         } else {
-            return Err(SetUpCause::Unsupported { kind: volume_kind(v) });
+            Plugin::Projected
         };
         let dir = self.volume_dir(uid, plugin, &v.name);
         // Compute the contents first: a missing source leaves nothing behind.
@@ -426,14 +460,18 @@ impl VolumeManager {
                 mode |= 0o660;
             }
         }
-        tokio::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).await.map_err(io_cause("setting the mode of", dir))
+        tokio::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
+            .await
+            .map_err(io_cause("setting the mode of", dir))
     }
 
     /// A tmpfs at `dir` (unless one is there already), sized by the smallest of `limit`, the
     /// pod's memory limit and the node's allocatable memory.
     async fn make_tmpfs(&self, dir: &Path, pod: &Pod, limit: Option<u64>, read_only: bool) -> Result<(), SetUpCause> {
         tokio::fs::create_dir_all(dir).await.map_err(io_cause("creating", dir))?;
-        let mounted = self.mounter.mounts_under(dir).map_err(SetUpCause::Mount)?.iter().any(|m| m == dir);
+        // The mount table lists canonical paths.
+        let canonical = tokio::fs::canonicalize(dir).await.map_err(io_cause("resolving", dir))?;
+        let mounted = self.mounter.mounts_under(&canonical).map_err(SetUpCause::Mount)?.contains(&canonical);
         if !mounted {
             let mut size = self.node_allocatable.get("memory").and_then(|m| bytes_of(m));
             for candidate in [pod_memory_limit(pod), limit].into_iter().flatten() {
@@ -484,7 +522,7 @@ impl VolumeManager {
             let mode = payload::mode_of(p.default_mode, payload::DEFAULT_MODE);
             return self.projected_payload(source, pod, p.sources.as_deref().unwrap_or_default(), mode).await;
         }
-        Err(SetUpCause::Unsupported { kind: volume_kind(v) })
+        Ok(Payload::new())
     }
 
     /// Upstream's projected `collectData`: later sources win on the same path; every failing
@@ -601,7 +639,8 @@ fn recursive_read_only(m: &k8s_openapi::api::core::v1::VolumeMount) -> Result<bo
 /// refusing anything (a symlink on the way) that leads outside the volume.
 fn resolve_sub_path(volume: &Path, sub: &str) -> Result<PathBuf, SubPathFailure> {
     let base = volume.canonicalize().map_err(|_| SubPathFailure::Prepare)?;
-    let mode = std::fs::metadata(&base).map(|m| m.permissions().mode() & 0o7777).map_err(|_| SubPathFailure::Prepare)?;
+    let mode =
+        std::fs::metadata(&base).map(|m| m.permissions().mode() & 0o7777).map_err(|_| SubPathFailure::Prepare)?;
     let mut cur = volume.to_path_buf();
     for comp in Path::new(sub).components() {
         let Component::Normal(c) = comp else { continue };
@@ -617,7 +656,8 @@ fn resolve_sub_path(volume: &Path, sub: &str) -> Result<PathBuf, SubPathFailure>
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 std::fs::create_dir(&cur).map_err(|_| SubPathFailure::Create)?;
-                std::fs::set_permissions(&cur, std::fs::Permissions::from_mode(mode)).map_err(|_| SubPathFailure::Create)?;
+                std::fs::set_permissions(&cur, std::fs::Permissions::from_mode(mode))
+                    .map_err(|_| SubPathFailure::Create)?;
             }
             Err(_) => return Err(SubPathFailure::Prepare),
         }
@@ -642,7 +682,11 @@ impl PreparedVolumes {
     }
 
     /// The CRI mounts of `container`'s volumeMounts, expanding `subPathExpr` with `env`.
-    pub fn mounts_for_env(&self, container: &Container, env: &[(String, String)]) -> Result<Vec<cri::Mount>, VolumeError> {
+    pub fn mounts_for_env(
+        &self,
+        container: &Container,
+        env: &[(String, String)],
+    ) -> Result<Vec<cri::Mount>, VolumeError> {
         let mut out = Vec::new();
         for m in container.volume_mounts.iter().flatten() {
             let vol = self.volumes.get(&m.name).ok_or_else(|| VolumeError::UnknownVolume {

@@ -89,7 +89,9 @@ impl Mounter for HostMounter {
     }
 
     async fn unmount(&self, path: &Path) -> Result<(), MountError> {
-        run("umount", &[path.as_os_str()]).await.map_err(|message| MountError::Unmount { path: path.to_path_buf(), message })
+        run("umount", &[path.as_os_str()])
+            .await
+            .map_err(|message| MountError::Unmount { path: path.to_path_buf(), message })
     }
 
     fn mounts_under(&self, dir: &Path) -> Result<Vec<PathBuf>, MountError> {
@@ -167,5 +169,21 @@ mod tests {
                 PathBuf::from("/var/lib/k1s/pods/u1/volumes/kubernetes.io~secret/tok"),
             ]
         );
+    }
+
+    #[tokio::test]
+    #[ignore = "needs root: mounts a real tmpfs"]
+    async fn host_mounter_mounts_lists_and_unmounts_a_sized_tmpfs() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dir = tmp.path().canonicalize().expect("canonical").join("vol");
+        std::fs::create_dir(&dir).expect("mkdir");
+        let m = HostMounter;
+        m.mount_tmpfs(&dir, Some(1 << 20)).await.expect("mount");
+        assert_eq!(m.mounts_under(tmp.path()).expect("table"), vec![dir.clone()]);
+        let table = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+        let line = table.lines().find(|l| l.contains(dir.to_str().expect("utf8"))).expect("listed");
+        assert!(line.contains("size=1024k"), "{line}");
+        m.unmount(&dir).await.expect("unmount");
+        assert!(m.mounts_under(tmp.path()).expect("table").is_empty());
     }
 }

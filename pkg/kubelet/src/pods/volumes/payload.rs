@@ -37,7 +37,10 @@ fn project(
                     }
                     return Err(missing(&item.key));
                 };
-                payload.insert(item.path.clone(), FileProjection { data: data.clone(), mode: mode_of(item.mode, default_mode) });
+                payload.insert(
+                    item.path.clone(),
+                    FileProjection { data: data.clone(), mode: mode_of(item.mode, default_mode) },
+                );
             }
         }
     }
@@ -58,7 +61,12 @@ pub fn config_map(
 }
 
 /// A secret's files.
-pub fn secret(s: &Secret, items: Option<&[KeyToPath]>, default_mode: u32, optional: bool) -> Result<Payload, SetUpCause> {
+pub fn secret(
+    s: &Secret,
+    items: Option<&[KeyToPath]>,
+    default_mode: u32,
+    optional: bool,
+) -> Result<Payload, SetUpCause> {
     let entries: Vec<(String, Vec<u8>)> = s.data.iter().flatten().map(|(k, v)| (k.clone(), v.0.clone())).collect();
     project(entries, items, default_mode, optional, |key| SetUpCause::MissingSecretKey { key: key.to_string() })
 }
@@ -99,7 +107,9 @@ pub fn downward_api(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{Container, ObjectFieldSelector, PodSpec, ResourceFieldSelector, ResourceRequirements};
+    use k8s_openapi::api::core::v1::{
+        Container, ObjectFieldSelector, PodSpec, ResourceFieldSelector, ResourceRequirements,
+    };
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use k8s_openapi::ByteString;
@@ -182,7 +192,8 @@ mod tests {
                 resource: r.into(),
             }),
         };
-        let items = [field("name", "metadata.name"), field("labels", "metadata.labels"), res("cpu", "limits.cpu", "1m")];
+        let items =
+            [field("name", "metadata.name"), field("labels", "metadata.labels"), res("cpu", "limits.cpu", "1m")];
         let p = downward_api(&pod, &items, DEFAULT_MODE, &HashMap::new()).expect("payload");
         assert_eq!(p["name"].data, b"p");
         assert_eq!(p["labels"].data, b"a=\"1\"\nb=\"2\"");

@@ -2,8 +2,8 @@ use super::*;
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapProjection, ConfigMapVolumeSource, DownwardAPIProjection, DownwardAPIVolumeFile,
     DownwardAPIVolumeSource, EmptyDirVolumeSource, HostPathVolumeSource, KeyToPath, ObjectFieldSelector,
-    PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec, ProjectedVolumeSource, ResourceRequirements, Secret,
-    SecretProjection, SecretVolumeSource, ServiceAccountTokenProjection, VolumeMount,
+    PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec, ProjectedVolumeSource, ResourceRequirements,
+    Secret, SecretProjection, SecretVolumeSource, ServiceAccountTokenProjection, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as Q;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -92,6 +92,14 @@ async fn empty_dir_on_disk_is_a_world_writable_directory() {
 }
 
 #[tokio::test]
+async fn a_volume_without_a_source_is_an_empty_dir() {
+    let e = env();
+    let prepared = e.manager.prepare_with(&e.source, &pod_with(vec![vol("bare")])).await.expect("prepare");
+    assert_eq!(prepared.volumes["bare"].plugin, Plugin::EmptyDir);
+    assert!(prepared.volumes["bare"].path.ends_with("kubernetes.io~empty-dir/bare"));
+}
+
+#[tokio::test]
 async fn memory_empty_dir_is_a_tmpfs_sized_by_the_smallest_limit() {
     let e = env();
     let mem = |name: &str, limit: Option<&str>| Volume {
@@ -120,7 +128,10 @@ async fn host_path_is_used_in_place_after_its_type_check() {
     let e = env();
     let host = e.pods_dir.parent().expect("parent").join("host-data");
     let pod = pod_with(vec![Volume {
-        host_path: Some(HostPathVolumeSource { path: host.display().to_string(), type_: Some("DirectoryOrCreate".into()) }),
+        host_path: Some(HostPathVolumeSource {
+            path: host.display().to_string(),
+            type_: Some("DirectoryOrCreate".into()),
+        }),
         ..vol("data")
     }]);
     let prepared = e.manager.prepare_with(&e.source, &pod).await.expect("prepare");
@@ -178,7 +189,13 @@ async fn missing_config_map_fails_with_upstream_message_unless_optional() {
     let prepared = e.manager.prepare_with(&e.source, &optional).await.expect("optional");
     let dir = &prepared.volumes["cfg"].path;
     assert!(dir.is_dir());
-    assert_eq!(std::fs::read_dir(dir).expect("list").filter(|e| !e.as_ref().expect("e").file_name().to_string_lossy().starts_with("..")).count(), 0);
+    assert_eq!(
+        std::fs::read_dir(dir)
+            .expect("list")
+            .filter(|e| !e.as_ref().expect("e").file_name().to_string_lossy().starts_with(".."))
+            .count(),
+        0
+    );
 }
 
 #[tokio::test]
@@ -191,7 +208,10 @@ async fn every_failing_volume_is_reported() {
             ..vol("b")
         },
         Volume {
-            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource { claim_name: "c".into(), read_only: None }),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: "c".into(),
+                read_only: None,
+            }),
             ..vol("c")
         },
     ]);
@@ -202,7 +222,8 @@ async fn every_failing_volume_is_reported() {
         vec![
             "MountVolume.SetUp failed for volume \"a\" : configmap \"absent\" not found".to_string(),
             "MountVolume.SetUp failed for volume \"b\" : secret \"nope\" not found".to_string(),
-            "MountVolume.SetUp failed for volume \"c\" : persistentVolumeClaim volumes are not supported by k1s".to_string(),
+            "MountVolume.SetUp failed for volume \"c\" : persistentVolumeClaim volumes are not supported by k1s"
+                .to_string(),
         ]
     );
 }
@@ -211,7 +232,11 @@ async fn every_failing_volume_is_reported() {
 async fn secret_volume_lives_on_tmpfs() {
     let e = env();
     let pod = pod_with(vec![Volume {
-        secret: Some(SecretVolumeSource { secret_name: Some("creds".into()), default_mode: Some(0o400), ..Default::default() }),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some("creds".into()),
+            default_mode: Some(0o400),
+            ..Default::default()
+        }),
         ..vol("creds")
     }]);
     let prepared = e.manager.prepare_with(&e.source, &pod).await.expect("prepare");
@@ -360,7 +385,8 @@ async fn a_refused_token_request_is_a_volume_error() {
 async fn fs_group_owns_generated_files() {
     let e = env();
     let mut pod = pod_with(vec![config_map_volume("cfg", "app-config", None, None)]);
-    pod.spec.as_mut().expect("spec").security_context = Some(PodSecurityContext { fs_group: Some(4321), ..Default::default() });
+    pod.spec.as_mut().expect("spec").security_context =
+        Some(PodSecurityContext { fs_group: Some(4321), ..Default::default() });
     let prepared = e.manager.prepare_with(&e.source, &pod).await.expect("prepare");
     let dir = &prepared.volumes["cfg"].path;
     let file = dir.join("..data/level");
@@ -453,7 +479,10 @@ async fn sub_path_expr_expands_the_container_environment() {
     let prepared = e.manager.prepare_with(&e.source, &pod).await.expect("prepare");
     let c = Container {
         name: "app".into(),
-        volume_mounts: Some(vec![VolumeMount { sub_path_expr: Some("$(POD_NAME)/out".into()), ..mount("scratch", "/out") }]),
+        volume_mounts: Some(vec![VolumeMount {
+            sub_path_expr: Some("$(POD_NAME)/out".into()),
+            ..mount("scratch", "/out")
+        }]),
         ..Default::default()
     };
     let mounts = prepared.mounts_for_env(&c, &[("POD_NAME".into(), "web-0".into())]).expect("mounts");

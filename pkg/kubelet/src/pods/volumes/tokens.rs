@@ -90,7 +90,8 @@ impl TokenCache {
                     return Err(SourceError::Api { message: "the token request was answered without a token".into() });
                 };
                 let ttl_seconds = answer.spec.expiration_seconds.unwrap_or(spec.expiration_seconds);
-                let entry = CachedToken { token: status.token.clone(), expires: status.expiration_timestamp.0, ttl_seconds };
+                let entry =
+                    CachedToken { token: status.token.clone(), expires: status.expiration_timestamp.0, ttl_seconds };
                 self.entries.lock().unwrap_or_else(|p| p.into_inner()).insert(key, entry);
                 Ok(status.token)
             }
@@ -149,7 +150,10 @@ mod tests {
         assert_eq!(reqs.len(), 1);
         assert_eq!(reqs[0].spec.audiences, vec!["api".to_string()]);
         let bound = reqs[0].spec.bound_object_ref.as_ref().expect("bound");
-        assert_eq!((bound.kind.as_deref(), bound.name.as_deref(), bound.uid.as_deref()), (Some("Pod"), Some("p"), Some("u1")));
+        assert_eq!(
+            (bound.kind.as_deref(), bound.name.as_deref(), bound.uid.as_deref()),
+            (Some("Pod"), Some("p"), Some("u1"))
+        );
 
         cache.forget_pod("u1");
         src.refuse_tokens(Some("serviceaccounts \"default\" is forbidden"));

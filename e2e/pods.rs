@@ -1,0 +1,276 @@
+//! End to end with stock kubectl and real containerd: pods run, probe, restart, fail, mount
+//! their volumes and go away cleanly (issue 3).
+
+#[path = "../cmd/k1s/tests/common/mod.rs"]
+mod common;
+
+use common::{eventually, Server};
+use serde_json::Value;
+use std::time::Duration;
+
+const IMAGE: &str = "127.0.0.1:5000/busybox:1.36";
+
+fn pod(s: &Server, name: &str) -> Value {
+    s.json(&["get", "pod", name])
+}
+
+fn container_status(p: &Value) -> Value {
+    p["status"]["containerStatuses"][0].clone()
+}
+
+fn condition(p: &Value, t: &str) -> String {
+    p["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == t))
+        .and_then(|c| c["status"].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+fn wait_pod(s: &Server, name: &str, what: &str, secs: u64, f: impl Fn(&Value) -> bool) -> Value {
+    eventually(Duration::from_secs(secs), what, || {
+        let out = s.kubectl(&["get", "pod", name, "-o", "json"]);
+        let p: Value = serde_json::from_slice(&out.stdout).ok()?;
+        f(&p).then_some(p)
+    })
+}
+
+#[test]
+fn pod_goes_pending_running_then_ready_after_its_readiness_probe() {
+    let s = Server::start_node();
+    // Watch from before the create so every phase is seen.
+    let mut watch = s
+        .kubectl_cmd(&["get", "--raw", "/api/v1/namespaces/default/pods?watch=true&fieldSelector=metadata.name%3Dweb"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("watch");
+    std::thread::sleep(Duration::from_millis(500));
+    let manifest = format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  nodeName: {node}
+  containers:
+  - name: web
+    image: {IMAGE}
+    command: ["sh", "-c", "sleep 3; mkdir -p /www; echo hello > /www/index.html; exec httpd -f -p 8080 -h /www"]
+    readinessProbe:
+      httpGet: {{path: /, port: 8080}}
+      periodSeconds: 1
+"#,
+        node = s.ok(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"])
+    );
+    s.ok_stdin(&["apply", "-f", "-"], &manifest);
+    let ready = wait_pod(&s, "web", "pod web Ready", 60, |p| condition(p, "Ready") == "True");
+    assert_eq!(ready["status"]["phase"], "Running");
+    let _ = watch.kill();
+    let out = watch.wait_with_output().expect("watch output");
+    let states: Vec<(String, bool)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|e| {
+            let p = &e["object"];
+            (p["status"]["phase"].as_str().unwrap_or("").to_string(), condition(p, "Ready") == "True")
+        })
+        .collect();
+    let first_running = states.iter().position(|(ph, _)| ph == "Running").expect("saw Running");
+    assert_eq!(states[0].0, "Pending", "{states:?}");
+    assert!(!states[first_running].1, "Running must come before Ready: {states:?}");
+    assert!(states.iter().any(|(ph, r)| ph == "Running" && *r), "{states:?}");
+    let events = s.ok(&["get", "events", "--field-selector=involvedObject.name=web", "-o", "jsonpath={.items[*].reason}"]);
+    for r in ["Pulled", "Created", "Started"] {
+        assert!(events.contains(r), "missing {r} event: {events}");
+    }
+}
+
+#[test]
+fn liveness_failure_restarts_and_crashes_back_off_and_missing_images_back_off() {
+    let s = Server::start_node();
+    let manifest = format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: unhealthy}}
+spec:
+  containers:
+  - name: c
+    image: {IMAGE}
+    command: ["sh", "-c", "touch /tmp/healthy; sleep 2; rm /tmp/healthy; sleep 3600"]
+    livenessProbe:
+      exec: {{command: ["cat", "/tmp/healthy"]}}
+      periodSeconds: 1
+      failureThreshold: 1
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: crasher}}
+spec:
+  containers:
+  - name: c
+    image: {IMAGE}
+    command: ["sh", "-c", "echo bye; exit 1"]
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: noimage}}
+spec:
+  containers:
+  - name: c
+    image: 127.0.0.1:5000/does-not-exist:1.0
+"#
+    );
+    s.ok_stdin(&["apply", "-f", "-"], &manifest);
+    let p = wait_pod(&s, "unhealthy", "a liveness restart", 90, |p| container_status(p)["restartCount"].as_i64().unwrap_or(0) >= 1);
+    assert_eq!(container_status(&p)["lastState"]["terminated"]["exitCode"], 137, "{p}");
+    let p = wait_pod(&s, "crasher", "CrashLoopBackOff", 90, |p| container_status(p)["state"]["waiting"]["reason"] == "CrashLoopBackOff");
+    assert!(container_status(&p)["restartCount"].as_i64().unwrap_or(0) >= 1);
+    assert_eq!(container_status(&p)["lastState"]["terminated"]["exitCode"], 1);
+    let reason = |p: &Value| container_status(p)["state"]["waiting"]["reason"].as_str().unwrap_or("").to_string();
+    wait_pod(&s, "noimage", "ErrImagePull", 60, |p| reason(p) == "ErrImagePull" || reason(p) == "ImagePullBackOff");
+    wait_pod(&s, "noimage", "ImagePullBackOff", 60, |p| reason(p) == "ImagePullBackOff");
+    let table = s.ok(&["get", "pods"]);
+    assert!(table.lines().any(|l| l.starts_with("crasher") && l.contains("CrashLoopBackOff")), "{table}");
+    assert!(table.lines().any(|l| l.starts_with("noimage") && (l.contains("ImagePullBackOff") || l.contains("ErrImagePull"))), "{table}");
+    let events = s.ok(&["get", "events", "-o", "jsonpath={range .items[*]}{.reason}{\"\\n\"}{end}"]);
+    assert!(events.lines().any(|l| l == "Unhealthy") && events.lines().any(|l| l == "Killing") && events.lines().any(|l| l == "BackOff"), "{events}");
+}
+
+#[test]
+fn memory_limit_breach_is_oom_killed() {
+    let s = Server::start_node();
+    let manifest = format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: hog}}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: c
+    image: {IMAGE}
+    command: ["sh", "-c", "head -c 200m /dev/zero | tail -c 150m > /dev/null"]
+    resources:
+      limits: {{memory: 32Mi}}
+"#
+    );
+    s.ok_stdin(&["apply", "-f", "-"], &manifest);
+    let p = wait_pod(&s, "hog", "the pod to fail", 90, |p| p["status"]["phase"] == "Failed");
+    assert_eq!(container_status(&p)["state"]["terminated"]["reason"], "OOMKilled", "{p}");
+}
+
+#[test]
+fn config_map_and_secret_reach_volumes_and_env() {
+    let s = Server::start_node();
+    s.ok(&["create", "configmap", "cfg", "--from-literal=greeting=hello"]);
+    s.ok(&["create", "secret", "generic", "sec", "--from-literal=password=s3cret"]);
+    let manifest = format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: reader}}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: c
+    image: {IMAGE}
+    command: ["sh", "-c", "echo \"$(cat /etc/cfg/greeting) $(cat /etc/sec/password) $GREETING $PASSWORD $POD_NAME\" > /dev/termination-log"]
+    env:
+    - name: GREETING
+      valueFrom: {{configMapKeyRef: {{name: cfg, key: greeting}}}}
+    - name: PASSWORD
+      valueFrom: {{secretKeyRef: {{name: sec, key: password}}}}
+    - name: POD_NAME
+      valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}
+    volumeMounts:
+    - {{name: cfg, mountPath: /etc/cfg}}
+    - {{name: sec, mountPath: /etc/sec, readOnly: true}}
+  volumes:
+  - name: cfg
+    configMap: {{name: cfg}}
+  - name: sec
+    secret: {{secretName: sec}}
+"#
+    );
+    s.ok_stdin(&["apply", "-f", "-"], &manifest);
+    let p = wait_pod(&s, "reader", "the pod to finish", 60, |p| p["status"]["phase"] == "Succeeded");
+    assert_eq!(
+        container_status(&p)["state"]["terminated"]["message"].as_str().map(str::trim),
+        Some("hello s3cret hello s3cret reader")
+    );
+}
+
+#[test]
+fn deleting_a_pod_runs_pre_stop_and_removes_sandbox_containers_and_cgroup() {
+    let s = Server::start_node();
+    let marker_dir = s.dir.path().join("prestop");
+    std::fs::create_dir_all(&marker_dir).expect("marker dir");
+    let manifest = format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: graceful}}
+spec:
+  terminationGracePeriodSeconds: 10
+  containers:
+  - name: c
+    image: {IMAGE}
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+    lifecycle:
+      preStop:
+        exec: {{command: ["sh", "-c", "echo stopped > /out/prestop"]}}
+    volumeMounts: [{{name: out, mountPath: /out}}]
+  volumes:
+  - name: out
+    hostPath: {{path: {dir}, type: Directory}}
+"#,
+        dir = marker_dir.display()
+    );
+    s.ok_stdin(&["apply", "-f", "-"], &manifest);
+    let p = wait_pod(&s, "graceful", "Running", 60, |p| p["status"]["phase"] == "Running");
+    let uid = p["metadata"]["uid"].as_str().expect("uid").to_string();
+    let cid = container_status(&p)["containerID"].as_str().expect("containerID").trim_start_matches("containerd://").to_string();
+    s.ok(&["delete", "pod", "graceful", "--wait=true", "--timeout=60s"]);
+    assert_eq!(std::fs::read_to_string(marker_dir.join("prestop")).expect("preStop ran").trim(), "stopped");
+    let cg = format!("/sys/fs/cgroup/memory/k1s/pod{uid}");
+    eventually(Duration::from_secs(20), "the pod cgroup to go", || (!std::path::Path::new(&cg).exists()).then_some(()));
+    let ctr = |what: &str| {
+        let out = std::process::Command::new("ctr")
+            .args(["--address", &s.containerd_socket().display().to_string(), "-n", "k8s.io", what, "ls", "-q"])
+            .output()
+            .expect("ctr");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    assert!(!ctr("containers").contains(&cid), "container {cid} still exists");
+    let left = std::process::Command::new("ctr")
+        .args(["--address", &s.containerd_socket().display().to_string(), "-n", "k8s.io", "containers", "ls"])
+        .output()
+        .expect("ctr");
+    let text = String::from_utf8_lossy(&left.stdout).to_string();
+    assert_eq!(text.lines().count(), 1, "no containers or sandboxes should remain:\n{text}");
+}
+
+#[test]
+fn restarting_k1s_keeps_running_containers_and_restart_counts() {
+    let mut s = Server::start_node();
+    let manifest = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: survivor}}\nspec:\n  containers:\n  - name: c\n    image: {IMAGE}\n    command: [\"sleep\", \"3600\"]\n"
+    );
+    s.ok_stdin(&["apply", "-f", "-"], &manifest);
+    let before = wait_pod(&s, "survivor", "Running", 60, |p| p["status"]["phase"] == "Running");
+    let cid = container_status(&before)["containerID"].clone();
+    s.restart();
+    eventually(Duration::from_secs(60), "the node Ready again", || {
+        let out = s.kubectl(&["get", "nodes", "-o", "jsonpath={.items[0].status.conditions[?(@.type==\"Ready\")].status}"]);
+        (String::from_utf8_lossy(&out.stdout).trim() == "True").then_some(())
+    });
+    // Give the kubelet a few sync rounds to (not) touch the container.
+    std::thread::sleep(Duration::from_secs(5));
+    let after = pod(&s, "survivor");
+    assert_eq!(container_status(&after)["containerID"], cid);
+    assert_eq!(container_status(&after)["restartCount"], 0);
+    assert_eq!(after["status"]["phase"], "Running");
+    assert_eq!(condition(&after, "Ready"), "True");
+}

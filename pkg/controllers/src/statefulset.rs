@@ -1,8 +1,0 @@
-//! The statefulset controller.
-
-use crate::Context;
-use std::sync::Arc;
-
-pub async fn run(ctx: Arc<Context>) {
-    ctx.cancel.cancelled().await;
-}
