@@ -46,6 +46,10 @@ pub struct Config {
     pub advertise: Option<String>,
     /// Interval of watch bookmarks.
     pub bookmark_interval: Duration,
+    /// The API server's client certificate towards kubelets (CN `kube-apiserver-kubelet-client`,
+    /// O `system:masters`) and the CA their serving certificates chain to. `None` answers
+    /// `pods/log`, `exec`, `attach` and `portforward` with 503 (no node agent).
+    pub kubelet_client: Option<KubeletClientConfig>,
 }
 
 /// A running API server.
@@ -56,17 +60,8 @@ pub struct ApiServer {
 
 /// Binds, bootstraps the default namespaces and serves until `cancel` fires.
 pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServer, ServeError> {
-    start_with_kubelet_client(config, None, cancel).await
-}
-
-/// [`start`], reaching kubelets with `kubelet_client`.
-pub async fn start_with_kubelet_client(
-    config: Config,
-    kubelet_client: Option<KubeletClientConfig>,
-    cancel: CancellationToken,
-) -> Result<ApiServer, ServeError> {
     let tls = server::tls_config(&config.tls)?;
-    let kubelet = match &kubelet_client {
+    let kubelet = match &config.kubelet_client {
         Some(k) => Some(Arc::new(
             proxy::KubeletClient::new(k)
                 .map_err(|e| ServeError::Tls { what: "kubelet client", message: e.to_string() })?,

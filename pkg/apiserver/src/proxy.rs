@@ -81,11 +81,7 @@ pub(crate) async fn handle(
         "exec" => stream(state, &client, req, info, query, Kind::Exec).await,
         "attach" => stream(state, &client, req, info, query, Kind::Attach).await,
         "portforward" => stream(state, &client, req, info, query, Kind::PortForward).await,
-        other => Err(ApiError::not_found(
-            "",
-            "pods",
-            &format!("{}/{other}", info.name.as_deref().unwrap_or("")),
-        )),
+        other => Err(ApiError::not_found("", "pods", &format!("{}/{other}", info.name.as_deref().unwrap_or("")))),
     }
 }
 
@@ -111,7 +107,8 @@ fn target_of(node: &Value) -> Option<KubeletTarget> {
             .and_then(|a| a.get("address").and_then(Value::as_str))
             .filter(|a| !a.is_empty())
     };
-    let host = ["InternalIP", "Hostname", "ExternalIP", "InternalDNS", "ExternalDNS"].iter().find_map(|t| by_type(t))?;
+    let host =
+        ["InternalIP", "Hostname", "ExternalIP", "InternalDNS", "ExternalDNS"].iter().find_map(|t| by_type(t))?;
     let port = node
         .pointer("/status/daemonEndpoints/kubeletEndpoint/Port")
         .and_then(Value::as_u64)
@@ -205,9 +202,8 @@ fn check_log_status(pod: &Value, container: &str, previous: bool) -> Result<(), 
     let name = pod_name(pod);
     // No status yet (the kubelet has not reported): let the kubelet decide.
     let Some(status) = container_status(pod, container) else { return Ok(()) };
-    let last_terminated_id = status
-        .pointer("/lastState/terminated")
-        .map(|t| t.get("containerID").and_then(Value::as_str).unwrap_or(""));
+    let last_terminated_id =
+        status.pointer("/lastState/terminated").map(|t| t.get("containerID").and_then(Value::as_str).unwrap_or(""));
     let state = status.get("state");
     let running = state.and_then(|s| s.get("running")).is_some();
     let terminated = state.and_then(|s| s.get("terminated"));
@@ -537,10 +533,8 @@ async fn stream(
     }
     // SPDY or an older WebSocket protocol: the kubelet and the runtime speak it themselves.
     let method = if is_ws { Method::GET } else { Method::POST };
-    let resp = client
-        .send(&target, method, &path, copy_headers(&headers, UPGRADE_HEADERS))
-        .await
-        .map_err(dial_error)?;
+    let resp =
+        client.send(&target, method, &path, copy_headers(&headers, UPGRADE_HEADERS)).await.map_err(dial_error)?;
     if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
         return Ok(relay(resp).await);
     }
@@ -633,8 +627,7 @@ async fn tunnelled_port_forward(
     protocols: &[String],
 ) -> Result<Response<Body>, ApiError> {
     let offered: Vec<&str> = protocols.iter().map(String::as_str).collect();
-    let resp =
-        client.send(target, Method::POST, path, spdy_upgrade_headers(&offered)).await.map_err(dial_error)?;
+    let resp = client.send(target, Method::POST, path, spdy_upgrade_headers(&offered)).await.map_err(dial_error)?;
     if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
         return Ok(relay(resp).await);
     }
@@ -664,5 +657,7 @@ async fn tunnelled_port_forward(
     Ok(answer)
 }
 
+#[cfg(test)]
+mod kubectl_tests;
 #[cfg(test)]
 mod tests;

@@ -61,7 +61,8 @@ pub struct RemoteRuntime {
 
 /// The socket path of a CRI endpoint: `unix:///path/to.sock`, or a bare absolute path.
 pub fn socket_path(endpoint: &str) -> CriResult<PathBuf> {
-    let invalid = |reason: &str| CriError::InvalidEndpoint { endpoint: endpoint.to_string(), reason: reason.to_string() };
+    let invalid =
+        |reason: &str| CriError::InvalidEndpoint { endpoint: endpoint.to_string(), reason: reason.to_string() };
     let path = if let Some(rest) = endpoint.strip_prefix("unix://") {
         rest
     } else if endpoint.starts_with('/') {
@@ -86,10 +87,10 @@ impl RemoteRuntime {
     /// Like [`RemoteRuntime::connect`] with explicit options.
     pub async fn connect_with(endpoint: &str, options: RemoteOptions) -> CriResult<Self> {
         let (grpc, path) = grpc_endpoint(endpoint, &options)?;
-        let channel = grpc.connect_with_connector(unix_connector(path)).await.map_err(|err| CriError::Connect {
-            endpoint: endpoint.to_string(),
-            message: error_chain(&err),
-        })?;
+        let channel = grpc
+            .connect_with_connector(unix_connector(path))
+            .await
+            .map_err(|err| CriError::Connect { endpoint: endpoint.to_string(), message: error_chain(&err) })?;
         Ok(Self::from_channel(endpoint, channel, options))
     }
 
@@ -127,7 +128,14 @@ impl RemoteRuntime {
     }
 
     /// One unary call with its deadline; a read-only call is sent once more after `Unavailable`.
-    async fn call<C, Req, Resp, F, Fut>(&self, op: CriOp, timeout: Duration, client: &C, req: Req, f: F) -> CriResult<Resp>
+    async fn call<C, Req, Resp, F, Fut>(
+        &self,
+        op: CriOp,
+        timeout: Duration,
+        client: &C,
+        req: Req,
+        f: F,
+    ) -> CriResult<Resp>
     where
         C: Clone,
         Req: Clone,
@@ -194,7 +202,9 @@ fn unix_connector(
 }
 
 async fn dial(path: &Path) -> std::io::Result<TokioIo<tokio::net::UnixStream>> {
-    let stream = tokio::net::UnixStream::connect(path).await?;
+    let stream = tokio::net::UnixStream::connect(path)
+        .await
+        .map_err(|err| std::io::Error::new(err.kind(), format!("dialing {}: {err}", path.display())))?;
     tracing::debug!(socket = %path.display(), "connected to the CRI runtime");
     Ok(TokioIo::new(stream))
 }

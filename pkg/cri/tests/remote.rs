@@ -92,15 +92,21 @@ async fn calls_cross_the_socket_and_keep_their_status_codes() {
     assert_eq!((version.runtime_name.as_str(), version.runtime_api_version.as_str()), ("fake", "v1"));
 
     let image = Some(ImageSpec { image: "busybox".to_string(), ..Default::default() });
-    let pulled = remote.pull_image(PullImageRequest { image: image.clone(), ..Default::default() }).await.expect("pull");
-    let sandbox = remote.run_pod_sandbox(RunPodSandboxRequest { config: Some(sandbox_config()), runtime_handler: String::new() });
+    let pulled =
+        remote.pull_image(PullImageRequest { image: image.clone(), ..Default::default() }).await.expect("pull");
+    let sandbox =
+        remote.run_pod_sandbox(RunPodSandboxRequest { config: Some(sandbox_config()), runtime_handler: String::new() });
     let sandbox = sandbox.await.expect("run").pod_sandbox_id;
     let config = ContainerConfig {
         metadata: Some(ContainerMetadata { name: "app".to_string(), attempt: 0 }),
         image,
         ..Default::default()
     };
-    let create = CreateContainerRequest { pod_sandbox_id: sandbox, config: Some(config), sandbox_config: Some(sandbox_config()) };
+    let create = CreateContainerRequest {
+        pod_sandbox_id: sandbox,
+        config: Some(config),
+        sandbox_config: Some(sandbox_config()),
+    };
     let id = remote.create_container(create).await.expect("create").container_id;
     remote.start_container(StartContainerRequest { container_id: id.clone() }).await.expect("start");
     let status = remote.container_status(ContainerStatusRequest { container_id: id, verbose: false }).await;
@@ -150,13 +156,15 @@ async fn client_recovers_after_the_runtime_restarts() {
     remote.version(VersionRequest::default()).await.expect("before restart");
 
     server.kill();
-    let down = remote.run_pod_sandbox(RunPodSandboxRequest { config: Some(sandbox_config()), runtime_handler: String::new() });
+    let down =
+        remote.run_pod_sandbox(RunPodSandboxRequest { config: Some(sandbox_config()), runtime_handler: String::new() });
     let err = down.await.expect_err("runtime is down");
     assert!(err.is_unavailable(), "{err}");
 
     let _restarted = ServerProcess::start(&path, fake.clone());
     remote.version(VersionRequest::default()).await.expect("read-only call after restart");
-    let sandbox = remote.run_pod_sandbox(RunPodSandboxRequest { config: Some(sandbox_config()), runtime_handler: String::new() });
+    let sandbox =
+        remote.run_pod_sandbox(RunPodSandboxRequest { config: Some(sandbox_config()), runtime_handler: String::new() });
     sandbox.await.expect("mutating call after restart");
     assert_eq!(fake.count(CriOp::RunPodSandbox), 1, "the call made while down never arrived");
 }

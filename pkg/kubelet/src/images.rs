@@ -129,18 +129,15 @@ pub async fn ensure_image(
     use k1s_runtime::events::EventType::{Normal, Warning};
     if policy != "Always" {
         if let Some(id) = shared.image_present(image).await {
-            shared
-                .recorder
-                .record(pod_ref, Normal, "Pulled", &format!("Container image \"{image}\" already present on machine"))
-                .await;
+            shared.event(pod_ref, Normal, "Pulled", &format!("Container image \"{image}\" already present on machine"));
             return Ok(Ensured { image_ref: id, pulled: false });
         }
         if policy == "Never" {
-            shared.recorder.record(pod_ref, Warning, "ErrImageNeverPull", &PullError::NeverPull(image.into()).to_string()).await;
+            shared.event(pod_ref, Warning, "ErrImageNeverPull", &PullError::NeverPull(image.into()).to_string());
             return Err(PullError::NeverPull(image.to_string()));
         }
     }
-    shared.recorder.record(pod_ref, Normal, "Pulling", &format!("Pulling image \"{image}\"")).await;
+    shared.event(pod_ref, Normal, "Pulling", &format!("Pulling image \"{image}\""));
     let started = Instant::now();
     let cell = {
         let mut m = shared.pulls.inflight.lock().map_err(|_| PullError::Failed("pull table poisoned".into()))?;
@@ -178,14 +175,11 @@ pub async fn ensure_image(
     match result {
         Ok(r) => {
             let took = started.elapsed();
-            shared
-                .recorder
-                .record(pod_ref, Normal, "Pulled", &format!("Successfully pulled image \"{image}\" in {took:.3?} ({took:.3?} including waiting)"))
-                .await;
+            shared.event(pod_ref, Normal, "Pulled", &format!("Successfully pulled image \"{image}\" in {took:.3?} ({took:.3?} including waiting)"));
             Ok(Ensured { image_ref: r, pulled: true })
         }
         Err(e) => {
-            shared.recorder.record(pod_ref, Warning, "Failed", &format!("Failed to pull image \"{image}\": {e}")).await;
+            shared.event(pod_ref, Warning, "Failed", &format!("Failed to pull image \"{image}\": {e}"));
             Err(e)
         }
     }

@@ -52,13 +52,28 @@ pub struct Shared {
     pub client: kube::Client,
     pub runtime: Arc<dyn RuntimeService>,
     pub images: Arc<dyn ImageService>,
-    pub recorder: k1s_runtime::events::Recorder,
+    pub recorder: Arc<k1s_runtime::events::Recorder>,
     pub cancel: CancellationToken,
     /// RFC 3339 start time, for node condition transitions.
     pub started_at: String,
     /// `containerd://1.6.20` as CRI reports it.
     pub runtime_version: String,
     pub pulls: images::PullCoordinator,
+}
+
+impl Shared {
+    /// Records an event without waiting for the API: events must never slow a pod down.
+    pub fn event(
+        &self,
+        object: &k8s_openapi::api::core::v1::ObjectReference,
+        kind: k1s_runtime::events::EventType,
+        reason: &str,
+        message: &str,
+    ) {
+        let (recorder, object, reason, message) =
+            (self.recorder.clone(), object.clone(), reason.to_string(), message.to_string());
+        tokio::spawn(async move { recorder.record(&object, kind, &reason, &message).await });
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -89,7 +104,7 @@ pub async fn run(
     let runtime_version = format!("{}://{}", version.runtime_name, version.runtime_version);
     let host = host::gather(&config.root_dir);
     let shared = Arc::new(Shared {
-        recorder: k1s_runtime::events::Recorder::new(client.clone(), "kubelet", Some(&config.node_name)),
+        recorder: Arc::new(k1s_runtime::events::Recorder::new(client.clone(), "kubelet", Some(&config.node_name))),
         config,
         client,
         runtime,

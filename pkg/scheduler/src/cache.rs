@@ -45,6 +45,8 @@ struct CachedPod {
     info: Arc<PodInfo>,
     node: String,
     assumed: bool,
+    /// The API accepted the binding; the watch has not shown it yet.
+    binding_finished: bool,
 }
 
 /// See the module documentation.
@@ -231,7 +233,8 @@ impl Cache {
             }
         }
         self.nodes.entry(node.to_string()).or_insert_with(|| NodeInfo::new(node)).add_pod(info.clone());
-        self.pods.insert(info.uid.clone(), CachedPod { info, node: node.to_string(), assumed });
+        self.pods
+            .insert(info.uid.clone(), CachedPod { info, node: node.to_string(), assumed, binding_finished: false });
     }
 
     /// Records a pod the API shows bound to a node (confirming an assumption, if any).
@@ -283,6 +286,13 @@ impl Cache {
     pub fn assume(&mut self, info: Arc<PodInfo>, node: &str) {
         self.nominated.remove(&info.uid);
         self.place(info, node, true);
+    }
+
+    /// The API accepted the binding of an assumed pod.
+    pub fn finish_binding(&mut self, uid: &str) {
+        if let Some(c) = self.pods.get_mut(uid).filter(|c| c.assumed) {
+            c.binding_finished = true;
+        }
     }
 
     /// Undoes [`Cache::assume`] after a failed binding.
@@ -366,6 +376,21 @@ pub(crate) mod tests {
         assert_eq!(c.node("n1").map(|n| n.requested.milli_cpu), Some(1000));
         c.forget(&p.uid);
         assert_eq!(c.node("n1").map(|n| (n.requested.milli_cpu, n.pods.len())), Some((0, 0)));
+    }
+
+    #[test]
+    fn relist_keeps_pods_being_bound_but_drops_bound_ones_it_no_longer_shows() {
+        let mut c = Cache::default();
+        c.set_node(node("n1", "4", "8Gi").build());
+        let binding = c.pod_info(pod("binding").cpu("1").build());
+        let bound = c.pod_info(pod("bound").cpu("1").build());
+        c.assume(binding.clone(), "n1");
+        c.assume(bound.clone(), "n1");
+        c.finish_binding(&bound.uid);
+        c.retain_pods(&HashSet::new());
+        assert!(c.is_assumed(&binding.uid));
+        assert!(!c.is_assumed(&bound.uid));
+        assert_eq!(c.node("n1").map(|n| n.pods.len()), Some(1));
     }
 
     #[test]

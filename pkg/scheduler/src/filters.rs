@@ -218,7 +218,7 @@ mod tests {
     #[test]
     fn resource_fit_counts_bound_pods_against_allocatable() {
         let out = check(
-            vec![node("a", "2", "4Gi").into(), node("b", "4", "4Gi").into()],
+            vec![node("a", "2", "4Gi"), node("b", "4", "4Gi")],
             vec![pod("x").cpu("1500m").node("a"), pod("y").cpu("1").node("b")],
             pod("p").cpu("1"),
         );
@@ -229,7 +229,7 @@ mod tests {
     #[test]
     fn resource_fit_reports_every_missing_resource_and_the_pod_count() {
         let out = check(
-            vec![NodeBuilder::from(node("a", "1", "1Gi")).pods("1")],
+            vec![node("a", "1", "1Gi").pods("1")],
             vec![pod("x").node("a")],
             pod("p").cpu("2").memory("2Gi").scalar("example.com/gpu", "1"),
         );
@@ -242,7 +242,7 @@ mod tests {
 
     #[test]
     fn unschedulable_nodes_take_only_pods_tolerating_it() {
-        let n = || NodeBuilder::from(node("a", "4", "4Gi")).unschedulable();
+        let n = || node("a", "4", "4Gi").unschedulable();
         let out = check(vec![n()], vec![], pod("p"));
         assert_eq!(reasons(&out[0]), vec![ERR_NODE_UNSCHEDULABLE]);
         let out = check(vec![n()], vec![], pod("p").toleration(UNSCHEDULABLE_TAINT, "Exists", "", "NoSchedule"));
@@ -251,7 +251,7 @@ mod tests {
 
     #[test]
     fn node_name_and_selector_restrict_nodes() {
-        let nodes = || vec![node("a", "4", "4Gi").label("disk", "ssd"), node("b", "4", "4Gi").into()];
+        let nodes = || vec![node("a", "4", "4Gi").label("disk", "ssd"), node("b", "4", "4Gi")];
         let out = check(nodes(), vec![], pod("p").node("b"));
         assert_eq!(reasons(&out[0]), vec![ERR_NODE_NAME]);
         assert!(out[1].is_ok());
@@ -263,25 +263,23 @@ mod tests {
 
     #[test]
     fn untolerated_taints_and_not_ready_nodes_are_rejected() {
-        let tainted = || NodeBuilder::from(node("a", "4", "4Gi")).taint("dedicated", "gpu", "NoSchedule");
+        let tainted = || node("a", "4", "4Gi").taint("dedicated", "gpu", "NoSchedule");
         let out = check(vec![tainted()], vec![], pod("p"));
         assert_eq!(reasons(&out[0]), vec!["node(s) had untolerated taint {dedicated: gpu}"]);
         let out = check(vec![tainted()], vec![], pod("p").toleration("dedicated", "Equal", "gpu", "NoSchedule"));
         assert!(out[0].is_ok());
-        let prefer = NodeBuilder::from(node("a", "4", "4Gi")).taint("soft", "", "PreferNoSchedule");
+        let prefer = node("a", "4", "4Gi").taint("soft", "", "PreferNoSchedule");
         assert!(check(vec![prefer], vec![], pod("p"))[0].is_ok());
-        let not_ready = NodeBuilder::from(node("a", "4", "4Gi")).ready("False");
+        let not_ready = node("a", "4", "4Gi").ready("False");
         let out = check(vec![not_ready], vec![], pod("p"));
         assert_eq!(reasons(&out[0]), vec!["node(s) had untolerated taint {node.kubernetes.io/not-ready: }"]);
     }
 
     #[test]
     fn host_ports_conflict_with_bound_pods() {
-        let out =
-            check(vec![node("a", "4", "4Gi").into()], vec![pod("x").host_port(80).node("a")], pod("p").host_port(80));
+        let out = check(vec![node("a", "4", "4Gi")], vec![pod("x").host_port(80).node("a")], pod("p").host_port(80));
         assert_eq!(reasons(&out[0]), vec![ERR_NODE_PORTS]);
-        let out =
-            check(vec![node("a", "4", "4Gi").into()], vec![pod("x").host_port(80).node("a")], pod("p").host_port(81));
+        let out = check(vec![node("a", "4", "4Gi")], vec![pod("x").host_port(80).node("a")], pod("p").host_port(81));
         assert!(out[0].is_ok());
     }
 

@@ -298,7 +298,7 @@ mod tests {
     #[test]
     fn unresolvable_nodes_are_not_helped_by_preemption() {
         let cache = setup(
-            vec![NodeBuilder::from(node("a", "4", "4Gi")).taint("k", "v", "NoSchedule"), node("b", "1", "1Gi")],
+            vec![node("a", "4", "4Gi").taint("k", "v", "NoSchedule"), node("b", "1", "1Gi")],
             vec![pod("low").cpu("1").priority(0).node("b")],
         );
         let p = run(&cache, pod("p").cpu("4").priority(10));

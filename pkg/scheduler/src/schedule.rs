@@ -122,7 +122,7 @@ mod tests {
     fn fit_error_message_counts_reasons_like_upstream() {
         let cache = cache_with(vec![
             node("a", "1", "1Gi"),
-            NodeBuilder::from(node("b", "8", "8Gi")).taint("dedicated", "infra", "NoSchedule"),
+            node("b", "8", "8Gi").taint("dedicated", "infra", "NoSchedule"),
             node("c", "1", "1Gi"),
         ]);
         let state = CycleState::new(&cache, cache.pod_info(pod("p").cpu("2").build()));

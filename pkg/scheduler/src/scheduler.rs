@@ -438,7 +438,11 @@ impl<A: SchedulerApi> Scheduler<A> {
         };
         let report = match bound {
             Ok(()) => {
-                self.lock().queue.done(&pod.uid);
+                {
+                    let mut st = self.lock();
+                    st.queue.done(&pod.uid);
+                    st.cache.finish_binding(&pod.uid);
+                }
                 let msg = format!("Successfully assigned {}/{} to {node}", r.namespace, r.name);
                 Some((Some(scheduled_patch(&pod.pod)), EventType::Normal, "Scheduled", msg))
             }

@@ -212,7 +212,7 @@ mod tests {
     #[test]
     fn least_allocated_prefers_the_emptier_node() {
         let s = scores(
-            vec![node("a", "4", "4Gi").into(), node("b", "4", "4Gi").into()],
+            vec![node("a", "4", "4Gi"), node("b", "4", "4Gi")],
             vec![pod("x").cpu("3").memory("1Gi").node("a")],
             pod("p").cpu("500m").memory("512Mi"),
         );
@@ -240,25 +240,19 @@ mod tests {
     #[test]
     fn preferred_node_affinity_and_prefer_no_schedule_taints_steer_the_choice() {
         let s = scores(
-            vec![node("a", "4", "4Gi").label("disk", "ssd").into(), node("b", "4", "4Gi").into()],
+            vec![node("a", "4", "4Gi").label("disk", "ssd"), node("b", "4", "4Gi")],
             vec![],
             pod("p").preferred_node(10, "disk", "ssd"),
         );
         assert_eq!(s[0] - s[1], WEIGHT_NODE_AFFINITY * MAX_NODE_SCORE);
         let s = scores(
-            vec![
-                NodeBuilder::from(node("a", "4", "4Gi")).taint("soft", "x", "PreferNoSchedule"),
-                node("b", "4", "4Gi"),
-            ],
+            vec![node("a", "4", "4Gi").taint("soft", "x", "PreferNoSchedule"), node("b", "4", "4Gi")],
             vec![],
             pod("p"),
         );
         assert_eq!(s[1] - s[0], WEIGHT_TAINT * MAX_NODE_SCORE);
         let s = scores(
-            vec![
-                NodeBuilder::from(node("a", "4", "4Gi")).taint("soft", "x", "PreferNoSchedule"),
-                node("b", "4", "4Gi"),
-            ],
+            vec![node("a", "4", "4Gi").taint("soft", "x", "PreferNoSchedule"), node("b", "4", "4Gi")],
             vec![],
             pod("p").toleration("soft", "Exists", "", "PreferNoSchedule"),
         );
@@ -268,7 +262,7 @@ mod tests {
     #[test]
     fn image_locality_prefers_nodes_holding_large_images() {
         let s = scores(
-            vec![NodeBuilder::from(node("a", "4", "4Gi")).image("registry/app:v1", 500 * MB), node("b", "4", "4Gi")],
+            vec![node("a", "4", "4Gi").image("registry/app:v1", 500 * MB), node("b", "4", "4Gi")],
             vec![],
             pod("p").image("registry/app:v1"),
         );

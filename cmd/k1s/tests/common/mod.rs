@@ -321,7 +321,7 @@ pub fn node_prerequisites() {
             return Err("node tests need root (containerd, CNI, cgroups)".into());
         }
         for bin in ["containerd", "runc", "skopeo", "umoci", "docker-registry"] {
-            let ok = Command::new("sh").arg("-c").arg(format!("command -v {bin}")).status().map(|s| s.success()).unwrap_or(false);
+            let ok = Command::new("sh").arg("-c").arg(format!("command -v {bin} >/dev/null")).status().map(|s| s.success()).unwrap_or(false);
             if !ok {
                 return Err(format!("{bin} is not installed: run hack/install-deps.sh"));
             }

@@ -98,7 +98,9 @@ impl KubeletClient {
         let addr = target.addr();
         let server_name = match target.host.parse::<std::net::IpAddr>() {
             Ok(ip) => ServerName::IpAddress(ip.into()),
-            Err(_) => ServerName::try_from(target.host.clone()).map_err(|_| KubeletClientError::Address(addr.clone()))?,
+            Err(_) => {
+                ServerName::try_from(target.host.clone()).map_err(|_| KubeletClientError::Address(addr.clone()))?
+            }
         };
         let connect = async {
             let tcp = TcpStream::connect(&addr)

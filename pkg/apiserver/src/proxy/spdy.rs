@@ -116,7 +116,9 @@ impl HeaderEncoder {
                 out.reserve(256);
             }
             let before = self.z.total_in();
-            self.z.compress_vec(input, &mut out, FlushCompress::Sync).map_err(|e| SpdyError::Compress(e.to_string()))?;
+            self.z
+                .compress_vec(input, &mut out, FlushCompress::Sync)
+                .map_err(|e| SpdyError::Compress(e.to_string()))?;
             let used = (self.z.total_in() - before) as usize;
             input = &input[used..];
             // A sync flush is complete once all input is in and zlib left room unused.
@@ -202,10 +204,7 @@ fn parse_header_block(frame: &'static str, mut b: &[u8]) -> Result<Headers, Spdy
 /// The first value of header `name` (names compare case-insensitively).
 #[cfg(test)]
 pub(crate) fn header<'a>(headers: &'a Headers, name: &str) -> Option<&'a str> {
-    headers
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.split('\0').next().unwrap_or(""))
+    headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.split('\0').next().unwrap_or(""))
 }
 
 fn put_control(out: &mut BytesMut, kind: u16, flags: u8, len: usize) -> Result<(), SpdyError> {

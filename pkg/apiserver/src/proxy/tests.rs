@@ -35,7 +35,7 @@ fn log_container_choice_matches_upstream_messages() {
 
 #[test]
 fn exec_container_choice_lists_init_containers_separately() {
-    let e = stream_container(&pod(), None).err().expect("ambiguous");
+    let e = stream_container(&pod(), None).expect_err("ambiguous");
     assert_eq!(e.code, 400);
     assert_eq!(
         e.message,
@@ -53,7 +53,10 @@ fn with_status(status: Value) -> Value {
 fn log_status_checks_give_the_kubelets_reasons() {
     let msg = |p: &Value, prev: bool| check_log_status(p, "app", prev).err().map(|e| e.message);
     let waiting = with_status(json!({"name": "app", "state": {"waiting": {"reason": "ContainerCreating"}}}));
-    assert_eq!(msg(&waiting, false), Some("container \"app\" in pod \"web\" is waiting to start: ContainerCreating".into()));
+    assert_eq!(
+        msg(&waiting, false),
+        Some("container \"app\" in pod \"web\" is waiting to start: ContainerCreating".into())
+    );
     let pull = with_status(json!({"name": "app", "state": {"waiting": {"reason": "ImagePullBackOff"}}}));
     assert_eq!(
         msg(&pull, false),
@@ -80,7 +83,7 @@ fn log_options_are_validated_and_passed_on() {
     assert!(follow && !previous);
     let (q, ..) = log_query(&query("sinceTime=2026-11-29T21:00:00Z"), "web").expect("ok");
     assert_eq!(q, "sinceTime=2026-11-29T21%3A00%3A00Z");
-    let e = log_query(&query("tailLines=-1"), "web").err().expect("invalid");
+    let e = log_query(&query("tailLines=-1"), "web").expect_err("invalid");
     assert_eq!((e.code, e.reason), (422, "Invalid"));
     assert_eq!(
         e.message,
@@ -92,8 +95,9 @@ fn log_options_are_validated_and_passed_on() {
 
 #[test]
 fn exec_options_become_the_kubelets_query() {
-    let (q, o) = stream_query(Kind::Exec, &query("command=sh&command=-c&command=echo+hi&stdin=true&stdout=true&tty=true"))
-        .expect("ok");
+    let (q, o) =
+        stream_query(Kind::Exec, &query("command=sh&command=-c&command=echo+hi&stdin=true&stdout=true&tty=true"))
+            .expect("ok");
     assert_eq!(q, "input=1&output=1&tty=1&command=sh&command=-c&command=echo+hi");
     assert!(o.stdin && o.stdout && !o.stderr && o.tty);
     assert!(stream_query(Kind::Exec, &query("command=ls")).is_err(), "no stream at all");

@@ -150,15 +150,19 @@ pub(crate) async fn run(
                     } else {
                         None
                     };
-                    match channel {
-                        Some(c) if !data.is_empty() => {
-                            if sink.send(framed(c, &data)).await.is_err() {
-                                session.close().await;
-                                return;
+                    let delivered = match channel {
+                        Some(c) if !data.is_empty() => sink.send(framed(c, &data)).await.is_ok(),
+                        Some(_) => true,
+                        None => {
+                            if stream_id == streams.error {
+                                error_buf.extend_from_slice(&data);
                             }
+                            true
                         }
-                        _ if stream_id == streams.error => error_buf.extend_from_slice(&data),
-                        _ => {}
+                    };
+                    if !delivered {
+                        session.close().await;
+                        return;
                     }
                     if fin {
                         open.finish(stream_id, &streams);
@@ -292,14 +296,16 @@ mod tests {
                     let t = header(&headers, "streamType").unwrap_or("").to_string();
                     by_type.insert(t.clone(), stream_id);
                     types.insert(stream_id, t);
-                    encode(&mut enc, &Frame::SynReply { stream_id, flags: 0, headers: Vec::new() }, &mut out).expect("reply");
+                    encode(&mut enc, &Frame::SynReply { stream_id, flags: 0, headers: Vec::new() }, &mut out)
+                        .expect("reply");
                 }
                 Frame::Data { stream_id, flags, data } => {
                     let kind = types.get(&stream_id).cloned().unwrap_or_default();
                     let stdout = by_type["stdout"];
                     if kind == "stdin" && !data.is_empty() {
                         let up = Bytes::from(data.to_ascii_uppercase());
-                        encode(&mut enc, &Frame::Data { stream_id: stdout, flags: 0, data: up }, &mut out).expect("data");
+                        encode(&mut enc, &Frame::Data { stream_id: stdout, flags: 0, data: up }, &mut out)
+                            .expect("data");
                     }
                     if kind == "resize" {
                         let f = Frame::Data { stream_id: stdout, flags: 0, data: data.clone() };
@@ -310,7 +316,8 @@ mod tests {
                         let status = Bytes::from_static(EXIT_3.as_bytes());
                         encode(&mut enc, &Frame::Data { stream_id: err, flags: FLAG_FIN, data: status }, &mut out)
                             .expect("status");
-                        encode(&mut enc, &Frame::GoAway { last_good_stream_id: 0, status: 0 }, &mut out).expect("goaway");
+                        encode(&mut enc, &Frame::GoAway { last_good_stream_id: 0, status: 0 }, &mut out)
+                            .expect("goaway");
                         wr.write_all(&out).await.expect("write");
                         return;
                     }

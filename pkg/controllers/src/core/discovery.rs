@@ -35,7 +35,14 @@ impl ServedResource {
     }
 
     /// A resource built by hand (tests, well-known resources).
-    pub fn of(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool, verbs: &[&str]) -> ServedResource {
+    pub fn of(
+        group: &str,
+        version: &str,
+        kind: &str,
+        plural: &str,
+        namespaced: bool,
+        verbs: &[&str],
+    ) -> ServedResource {
         let gvk = GroupVersionKind::gvk(group, version, kind);
         ServedResource {
             api: ApiResource::from_gvk_with_plural(&gvk, plural),
@@ -112,7 +119,8 @@ mod tests {
 
     #[test]
     fn resolve_prefers_the_exact_version_and_falls_back_to_the_group_kind() {
-        let v2 = ServedResource::of("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", true, &[]);
+        let v2 =
+            ServedResource::of("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", true, &[]);
         let served = Served { preferred: vec![v2.clone()], all: vec![v2.clone()] };
         assert_eq!(served.resolve("autoscaling/v2", "HorizontalPodAutoscaler"), Some(&v2));
         assert_eq!(served.resolve("autoscaling/v1", "HorizontalPodAutoscaler"), Some(&v2));

@@ -87,7 +87,11 @@ mod tests {
             group: String::new(),
             kind: String::new(),
             uid: String::new(),
-            causes: vec![StatusCause { reason: "NamespaceTerminating".into(), message: String::new(), field: String::new() }],
+            causes: vec![StatusCause {
+                reason: "NamespaceTerminating".into(),
+                message: String::new(),
+                field: String::new(),
+            }],
             retry_after_seconds: 0,
         };
         let err = kube::Error::Api(Status::failure("m", "Forbidden").with_code(403).with_details(details).boxed());

@@ -25,7 +25,8 @@ pub fn is_terminating(pod: &Pod) -> bool {
 /// The pod's IPs (`status.podIPs`, else `status.podIP`).
 pub fn ips(pod: &Pod) -> Vec<&str> {
     let Some(status) = pod.status.as_ref() else { return Vec::new() };
-    let listed: Vec<&str> = status.pod_ips.iter().flatten().map(|p| p.ip.as_str()).filter(|ip| !ip.is_empty()).collect();
+    let listed: Vec<&str> =
+        status.pod_ips.iter().flatten().map(|p| p.ip.as_str()).filter(|ip| !ip.is_empty()).collect();
     if !listed.is_empty() {
         return listed;
     }

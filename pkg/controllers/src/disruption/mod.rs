@@ -67,7 +67,9 @@ impl State {
     fn pods_of(&self, pdb: &PodDisruptionBudget) -> Result<Vec<Arc<Pod>>, String> {
         let Some(sel) = selector(pdb)? else { return Ok(Vec::new()) };
         let ns = pdb.metadata.namespace.clone();
-        Ok(self.pods.state_filter(|p| p.metadata.namespace == ns && sel.matches(p.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()))))
+        Ok(self.pods.state_filter(|p| {
+            p.metadata.namespace == ns && sel.matches(p.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()))
+        }))
     }
 
     async fn served(&self) -> Result<Served, String> {
@@ -89,7 +91,9 @@ impl State {
             ObjectRef::new(name).within(ns)
         }
         if is_kind(r, "ReplicaSet", &["apps", "extensions"]) {
-            let Some(rs) = self.replica_sets.get(&key(&r.name, ns)).filter(|rs| rs.metadata.uid.as_deref() == Some(&r.uid)) else {
+            let Some(rs) =
+                self.replica_sets.get(&key(&r.name, ns)).filter(|rs| rs.metadata.uid.as_deref() == Some(&r.uid))
+            else {
                 return Ok(None);
             };
             let owner = rs.metadata.owner_references.iter().flatten().find(|o| o.controller == Some(true));
@@ -98,7 +102,8 @@ impl State {
                     if !is_kind(d, "Deployment", &["apps", "extensions"]) {
                         return Ok(None);
                     }
-                    let dep = self.deployments.get(&key(&d.name, ns)).filter(|x| x.metadata.uid.as_deref() == Some(&d.uid));
+                    let dep =
+                        self.deployments.get(&key(&d.name, ns)).filter(|x| x.metadata.uid.as_deref() == Some(&d.uid));
                     return Ok(dep.map(|x| (d.uid.clone(), x.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1))));
                 }
                 _ => return Ok(Some((r.uid.clone(), rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)))),
@@ -147,12 +152,18 @@ impl State {
         self.ctx.recorder.record(&r, kind, reason, message).await;
     }
 
-    async fn write_status(&self, pdb: &PodDisruptionBudget, status: k8s_openapi::api::policy::v1::PodDisruptionBudgetStatus) -> Result<(), kube::Error> {
+    async fn write_status(
+        &self,
+        pdb: &PodDisruptionBudget,
+        status: k8s_openapi::api::policy::v1::PodDisruptionBudgetStatus,
+    ) -> Result<(), kube::Error> {
         let ns = pdb.metadata.namespace.clone().unwrap_or_default();
         let mut updated = pdb.clone();
         updated.status = Some(status);
         let api: Api<PodDisruptionBudget> = Api::namespaced(self.ctx.client.clone(), &ns);
-        api.replace_status(pdb.metadata.name.as_deref().unwrap_or(""), &PostParams::default(), &updated).await.map(|_| ())
+        api.replace_status(pdb.metadata.name.as_deref().unwrap_or(""), &PostParams::default(), &updated)
+            .await
+            .map(|_| ())
     }
 }
 
@@ -194,19 +205,22 @@ async fn try_sync(pdb: &PodDisruptionBudget, state: &State) -> Result<Option<Dur
     let (disrupted, recheck) = status::disrupted_pods(pdb, &refs, now);
     let healthy = status::count_healthy(&refs, &disrupted, now);
     if let Some(new) = status::new_status(pdb, healthy, desired, expected, disrupted, now) {
-        state.write_status(pdb, new).await.map_err(|e| {
-            if is_conflict(&e) {
-                "conflict".to_string()
-            } else {
-                chain(&e)
-            }
-        })?;
+        state.write_status(pdb, new).await.map_err(
+            |e| {
+                if is_conflict(&e) {
+                    "conflict".to_string()
+                } else {
+                    chain(&e)
+                }
+            },
+        )?;
     }
     Ok(recheck.map(|r| r.duration_since(now).unsigned_abs()))
 }
 
 async fn reconcile(pdb: Arc<PodDisruptionBudget>, state: Arc<State>) -> Result<Action, Error> {
-    let key = format!("{}/{}", pdb.metadata.namespace.as_deref().unwrap_or(""), pdb.metadata.name.as_deref().unwrap_or(""));
+    let key =
+        format!("{}/{}", pdb.metadata.namespace.as_deref().unwrap_or(""), pdb.metadata.name.as_deref().unwrap_or(""));
     match try_sync(&pdb, &state).await {
         Ok(recheck) => {
             state.failures.succeeded(&key);
@@ -216,14 +230,18 @@ async fn reconcile(pdb: Arc<PodDisruptionBudget>, state: Arc<State>) -> Result<A
         Err(message) if message == "conflict" => Err(Error::Sync { budget: key, message }),
         Err(message) => {
             let status = status::fail_safe(&pdb, &message, Timestamp::now());
-            state.write_status(&pdb, status).await.map_err(|source| Error::UpdateStatus { budget: key.clone(), source })?;
+            state
+                .write_status(&pdb, status)
+                .await
+                .map_err(|source| Error::UpdateStatus { budget: key.clone(), source })?;
             Err(Error::Sync { budget: key, message })
         }
     }
 }
 
 fn error_policy(pdb: Arc<PodDisruptionBudget>, err: &Error, state: Arc<State>) -> Action {
-    let key = format!("{}/{}", pdb.metadata.namespace.as_deref().unwrap_or(""), pdb.metadata.name.as_deref().unwrap_or(""));
+    let key =
+        format!("{}/{}", pdb.metadata.namespace.as_deref().unwrap_or(""), pdb.metadata.name.as_deref().unwrap_or(""));
     tracing::warn!(budget = %key, error = %chain(err), "disruption budget sync failed; retrying");
     Action::requeue(state.failures.failed(&key))
 }
@@ -244,14 +262,18 @@ async fn clean_stale_disruption(state: &State, key: &str, queue: &WorkQueue<Stri
         "status": {"conditions": [{"type": "DisruptionTarget", "status": "False", "lastTransitionTime": Time(Timestamp::now())}]},
     });
     let params = PatchParams::apply("disruption-controller").force();
-    match Api::<Pod>::namespaced(state.ctx.client.clone(), ns).patch_status(name, &params, &Patch::Apply(&patch)).await {
+    match Api::<Pod>::namespaced(state.ctx.client.clone(), ns).patch_status(name, &params, &Patch::Apply(&patch)).await
+    {
         Ok(_) => Ok(()),
         Err(e) if is_not_found(&e) => Ok(()),
         Err(e) => Err(e),
     }
 }
 
-fn inform<K>(writer: reflector::store::Writer<K>, api: Api<K>) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send
+fn inform<K>(
+    writer: reflector::store::Writer<K>,
+    api: Api<K>,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send
 where
     K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
@@ -362,9 +384,16 @@ pub async fn run(ctx: Arc<Context>) {
     }
     let cancel = ctx.cancel.clone();
     let ready = {
-        let (p, r, d, c, s) = (pods.clone(), replica_sets.clone(), deployments.clone(), controllers.clone(), stateful_sets.clone());
+        let (p, r, d, c, s) =
+            (pods.clone(), replica_sets.clone(), deployments.clone(), controllers.clone(), stateful_sets.clone());
         async move {
-            let _ = tokio::join!(p.wait_until_ready(), r.wait_until_ready(), d.wait_until_ready(), c.wait_until_ready(), s.wait_until_ready());
+            let _ = tokio::join!(
+                p.wait_until_ready(),
+                r.wait_until_ready(),
+                d.wait_until_ready(),
+                c.wait_until_ready(),
+                s.wait_until_ready()
+            );
         }
     };
     tokio::select! {

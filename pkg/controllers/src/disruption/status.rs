@@ -49,7 +49,11 @@ pub fn controller_of(p: &Pod) -> Option<&OwnerReference> {
 pub type ScaleLookup = HashMap<String, Result<Option<(String, i32)>, String>>;
 
 /// (expected pods, desired healthy pods, unmanaged pod names).
-pub fn expected_pod_count(pdb: &PodDisruptionBudget, pods: &[&Pod], scales: &ScaleLookup) -> Result<(i32, i32, Vec<String>), String> {
+pub fn expected_pod_count(
+    pdb: &PodDisruptionBudget,
+    pods: &[&Pod],
+    scales: &ScaleLookup,
+) -> Result<(i32, i32, Vec<String>), String> {
     let spec = pdb.spec.as_ref();
     let expected_scale = || -> Result<(i32, Vec<String>), String> {
         let mut by_controller: BTreeMap<String, i32> = BTreeMap::new();
@@ -91,7 +95,11 @@ pub fn expected_pod_count(pdb: &PodDisruptionBudget, pods: &[&Pod], scales: &Sca
 
 /// The pods the eviction API disrupted that may still be on their way out, and when the
 /// earliest of those times out (to check again then).
-pub fn disrupted_pods(pdb: &PodDisruptionBudget, pods: &[&Pod], now: Timestamp) -> (BTreeMap<String, Time>, Option<Timestamp>) {
+pub fn disrupted_pods(
+    pdb: &PodDisruptionBudget,
+    pods: &[&Pod],
+    now: Timestamp,
+) -> (BTreeMap<String, Time>, Option<Timestamp>) {
     let recorded = pdb.status.as_ref().and_then(|s| s.disrupted_pods.as_ref());
     let mut out = BTreeMap::new();
     let mut recheck: Option<Timestamp> = None;

@@ -4,9 +4,13 @@
 //! the same ports share a subset, at most 1000 addresses.
 
 use super::ports::find_port;
-use super::slices::{is_ip_set, should_pod_be_in_endpoints, should_set_hostname, LABEL_HEADLESS, TRIGGER_TIME_ANNOTATION};
+use super::slices::{
+    is_ip_set, should_pod_be_in_endpoints, should_set_hostname, LABEL_HEADLESS, TRIGGER_TIME_ANNOTATION,
+};
 use crate::core::pod;
-use k8s_openapi::api::core::v1::{EndpointAddress, EndpointPort, EndpointSubset, Endpoints, ObjectReference, Pod, Service};
+use k8s_openapi::api::core::v1::{
+    EndpointAddress, EndpointPort, EndpointSubset, Endpoints, ObjectReference, Pod, Service,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -33,7 +37,8 @@ fn pod_address(svc: &Service, p: &Pod) -> Option<String> {
 }
 
 /// (address, ready) pairs per port; `None` port stands for "no ports" (headless, portless).
-type ByPort = BTreeMap<Option<(String, i32, String, Option<String>)>, BTreeMap<(String, String), (EndpointAddress, bool)>>;
+type ByPort =
+    BTreeMap<Option<(String, i32, String, Option<String>)>, BTreeMap<(String, String), (EndpointAddress, bool)>>;
 
 /// The subsets for `svc` over `pods`.
 pub fn subsets(svc: &Service, pods: &[&Pod]) -> Vec<EndpointSubset> {
@@ -108,7 +113,12 @@ fn repack(by_port: ByPort) -> Vec<EndpointSubset> {
             (ready, not_ready, Vec::new())
         });
         if let Some((name, port, protocol, app_protocol)) = port {
-            entry.2.push(EndpointPort { name: Some(name).filter(|n| !n.is_empty()), port, protocol: Some(protocol), app_protocol });
+            entry.2.push(EndpointPort {
+                name: Some(name).filter(|n| !n.is_empty()),
+                port,
+                protocol: Some(protocol),
+                app_protocol,
+            });
         }
     }
     groups
@@ -122,7 +132,10 @@ fn repack(by_port: ByPort) -> Vec<EndpointSubset> {
 }
 
 fn address_count(subsets: &[EndpointSubset]) -> usize {
-    subsets.iter().map(|s| s.addresses.as_ref().map_or(0, Vec::len) + s.not_ready_addresses.as_ref().map_or(0, Vec::len)).sum()
+    subsets
+        .iter()
+        .map(|s| s.addresses.as_ref().map_or(0, Vec::len) + s.not_ready_addresses.as_ref().map_or(0, Vec::len))
+        .sum()
 }
 
 /// Keeps at most [`MAX_CAPACITY`] addresses, ready ones first; returns whether any were cut.
@@ -224,7 +237,9 @@ fn same_subsets(a: &[EndpointSubset], b: &[EndpointSubset]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{Container, ContainerPort, PodCondition, PodIP, PodSpec, PodStatus, ServicePort, ServiceSpec};
+    use k8s_openapi::api::core::v1::{
+        Container, ContainerPort, PodCondition, PodIP, PodSpec, PodStatus, ServicePort, ServiceSpec,
+    };
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
     fn svc(ports: Vec<ServicePort>, cluster_ip: &str) -> Service {
@@ -252,12 +267,21 @@ mod tests {
 
     fn pod(name: &str, ip: &str, ready: bool, port: i32) -> Pod {
         Pod {
-            metadata: ObjectMeta { name: Some(name.into()), namespace: Some("ns".into()), uid: Some(name.into()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                uid: Some(name.into()),
+                ..Default::default()
+            },
             spec: Some(PodSpec {
                 node_name: Some("node1".into()),
                 containers: vec![Container {
                     name: "c".into(),
-                    ports: Some(vec![ContainerPort { name: Some("web".into()), container_port: port, ..Default::default() }]),
+                    ports: Some(vec![ContainerPort {
+                        name: Some("web".into()),
+                        container_port: port,
+                        ..Default::default()
+                    }]),
                     ..Default::default()
                 }],
                 ..Default::default()
@@ -302,7 +326,8 @@ mod tests {
     #[test]
     fn terminating_pods_are_left_out_unless_not_ready_addresses_are_published() {
         let mut a = pod("a", "10.42.0.1", true, 8080);
-        a.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH));
+        a.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH));
         let mut service = svc(vec![http()], "10.43.0.5");
         assert!(subsets(&service, &[&a]).is_empty());
         service.spec.as_mut().expect("spec").publish_not_ready_addresses = Some(true);
@@ -324,7 +349,10 @@ mod tests {
         let service = svc(vec![http()], "None");
         let ep = desired(&service, &[&a], None, Some("t")).expect("create");
         assert!(ep.metadata.labels.as_ref().is_some_and(|l| l.contains_key(LABEL_HEADLESS)));
-        assert_eq!(ep.metadata.annotations.as_ref().and_then(|a| a.get(TRIGGER_TIME_ANNOTATION)).map(String::as_str), Some("t"));
+        assert_eq!(
+            ep.metadata.annotations.as_ref().and_then(|a| a.get(TRIGGER_TIME_ANNOTATION)).map(String::as_str),
+            Some("t")
+        );
         assert!(desired(&service, &[&a], Some(&ep), None).is_none());
         let b = pod("b", "10.42.0.2", true, 8080);
         assert!(desired(&service, &[&a, &b], Some(&ep), None).is_some());
@@ -332,10 +360,15 @@ mod tests {
 
     #[test]
     fn more_than_a_thousand_addresses_are_truncated_and_annotated() {
-        let pods: Vec<Pod> = (0..1005).map(|i| pod(&format!("p{i}"), &format!("10.42.{}.{}", i / 250, i % 250 + 1), true, 8080)).collect();
+        let pods: Vec<Pod> = (0..1005)
+            .map(|i| pod(&format!("p{i}"), &format!("10.42.{}.{}", i / 250, i % 250 + 1), true, 8080))
+            .collect();
         let refs: Vec<&Pod> = pods.iter().collect();
         let ep = desired(&svc(vec![http()], "10.43.0.5"), &refs, None, None).expect("create");
         assert_eq!(address_count(ep.subsets.as_deref().unwrap_or(&[])), MAX_CAPACITY);
-        assert_eq!(ep.metadata.annotations.as_ref().and_then(|a| a.get(OVER_CAPACITY_ANNOTATION)).map(String::as_str), Some("truncated"));
+        assert_eq!(
+            ep.metadata.annotations.as_ref().and_then(|a| a.get(OVER_CAPACITY_ANNOTATION)).map(String::as_str),
+            Some("truncated")
+        );
     }
 }

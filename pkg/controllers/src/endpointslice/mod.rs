@@ -93,7 +93,10 @@ pub fn endpoint_fingerprint(pod: &Pod) -> u64 {
     crate::core::pod::ips(pod).hash(&mut h);
     crate::core::pod::is_ready(pod).hash(&mut h);
     crate::core::pod::is_terminal(pod).hash(&mut h);
-    crate::core::pod::ready_condition(pod).and_then(|c| c.last_transition_time.as_ref()).map(|t| t.0.as_nanosecond()).hash(&mut h);
+    crate::core::pod::ready_condition(pod)
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map(|t| t.0.as_nanosecond())
+        .hash(&mut h);
     spec.and_then(|s| s.node_name.as_deref()).hash(&mut h);
     spec.and_then(|s| s.hostname.as_deref()).hash(&mut h);
     spec.and_then(|s| s.subdomain.as_deref()).hash(&mut h);
@@ -148,7 +151,10 @@ impl Shared {
     }
 
     fn on_service(&self, svc: &Service) {
-        self.enqueue_service(key_of(svc.metadata.namespace.as_deref().unwrap_or(""), svc.metadata.name.as_deref().unwrap_or("")));
+        self.enqueue_service(key_of(
+            svc.metadata.namespace.as_deref().unwrap_or(""),
+            svc.metadata.name.as_deref().unwrap_or(""),
+        ));
     }
 
     fn on_pod(&self, pod: &Pod, deleted: bool) {
@@ -347,7 +353,11 @@ async fn slice_worker(shared: Arc<Shared>) {
                 if let Some(svc) = shared.services.get(&ObjectRef::new(name).within(ns)) {
                     if !matches!(e, Error::PodsSkipped { .. }) && !conflict(&e) {
                         shared
-                            .warn(&svc, "FailedToUpdateEndpointSlices", format!("Error updating Endpoint Slices for Service {key}: {}", chain(&e)))
+                            .warn(
+                                &svc,
+                                "FailedToUpdateEndpointSlices",
+                                format!("Error updating Endpoint Slices for Service {key}: {}", chain(&e)),
+                            )
                             .await;
                     }
                 }
@@ -360,7 +370,9 @@ async fn slice_worker(shared: Arc<Shared>) {
 
 fn conflict(e: &Error) -> bool {
     match e {
-        Error::UpdateSlice { source, .. } | Error::WriteEndpoints { source, .. } => is_conflict(source) || is_already_exists(source),
+        Error::UpdateSlice { source, .. } | Error::WriteEndpoints { source, .. } => {
+            is_conflict(source) || is_already_exists(source)
+        }
         _ => false,
     }
 }
@@ -374,7 +386,13 @@ async fn endpoints_worker(shared: Arc<Shared>) {
                     tracing::warn!(service = %key, error = %chain(&e), "Endpoints sync failed; retrying");
                     let (ns, name) = split_key(&key);
                     if let Some(svc) = shared.services.get(&ObjectRef::new(name).within(ns)) {
-                        shared.warn(&svc, "FailedToUpdateEndpoint", format!("Failed to update endpoint {key}: {}", chain(&e))).await;
+                        shared
+                            .warn(
+                                &svc,
+                                "FailedToUpdateEndpoint",
+                                format!("Failed to update endpoint {key}: {}", chain(&e)),
+                            )
+                            .await;
                     }
                 }
                 shared.endpoints_queue.add_rate_limited(key.clone());
@@ -438,20 +456,32 @@ pub async fn run(ctx: Arc<Context>) {
     let mut tasks = Vec::new();
     {
         let s = shared.clone();
-        tasks.push(tokio::spawn(inform(svc_w, Api::all(client.clone()), watcher::Config::default(), cancel.clone(), move |ev| match ev {
-            watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o) => s.on_service(&o),
-            watcher::Event::Init | watcher::Event::InitDone => {}
-        })));
+        tasks.push(tokio::spawn(inform(
+            svc_w,
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            cancel.clone(),
+            move |ev| match ev {
+                watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o) => s.on_service(&o),
+                watcher::Event::Init | watcher::Event::InitDone => {}
+            },
+        )));
     }
     {
         let s = shared.clone();
-        tasks.push(tokio::spawn(inform(pod_w, Api::all(client.clone()), watcher::Config::default(), cancel.clone(), move |ev| match ev {
-            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => s.on_pod(&o, false),
-            watcher::Event::Delete(o) => s.on_pod(&o, true),
-            // A relist may have dropped pods deleted while the watch was down.
-            watcher::Event::InitDone => s.enqueue_all_services(false),
-            watcher::Event::Init => {}
-        })));
+        tasks.push(tokio::spawn(inform(
+            pod_w,
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            cancel.clone(),
+            move |ev| match ev {
+                watcher::Event::Apply(o) | watcher::Event::InitApply(o) => s.on_pod(&o, false),
+                watcher::Event::Delete(o) => s.on_pod(&o, true),
+                // A relist may have dropped pods deleted while the watch was down.
+                watcher::Event::InitDone => s.enqueue_all_services(false),
+                watcher::Event::Init => {}
+            },
+        )));
     }
     {
         let s = shared.clone();
@@ -464,22 +494,34 @@ pub async fn run(ctx: Arc<Context>) {
     }
     {
         let s = shared.clone();
-        tasks.push(tokio::spawn(inform(ep_w, Api::all(client.clone()), watcher::Config::default(), cancel.clone(), move |ev| match ev {
-            // Left-over Endpoints (no Service) are deleted; a deleted one is re-created.
-            watcher::Event::InitApply(o) | watcher::Event::Delete(o) => s.endpoints_queue.add(key_of(
-                o.metadata.namespace.as_deref().unwrap_or(""),
-                o.metadata.name.as_deref().unwrap_or(""),
-            )),
-            _ => {}
-        })));
+        tasks.push(tokio::spawn(inform(
+            ep_w,
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            cancel.clone(),
+            move |ev| match ev {
+                // Left-over Endpoints (no Service) are deleted; a deleted one is re-created.
+                watcher::Event::InitApply(o) | watcher::Event::Delete(o) => s.endpoints_queue.add(key_of(
+                    o.metadata.namespace.as_deref().unwrap_or(""),
+                    o.metadata.name.as_deref().unwrap_or(""),
+                )),
+                _ => {}
+            },
+        )));
     }
     {
         let s = shared.clone();
-        tasks.push(tokio::spawn(inform(node_w, Api::all(client.clone()), watcher::Config::default(), cancel.clone(), move |ev| match ev {
-            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => s.on_node(&o, false),
-            watcher::Event::Delete(o) => s.on_node(&o, true),
-            watcher::Event::Init | watcher::Event::InitDone => {}
-        })));
+        tasks.push(tokio::spawn(inform(
+            node_w,
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            cancel.clone(),
+            move |ev| match ev {
+                watcher::Event::Apply(o) | watcher::Event::InitApply(o) => s.on_node(&o, false),
+                watcher::Event::Delete(o) => s.on_node(&o, true),
+                watcher::Event::Init | watcher::Event::InitDone => {}
+            },
+        )));
     }
     let ready = async {
         let _ = tokio::join!(
@@ -540,8 +582,12 @@ mod tests {
 
     #[test]
     fn a_pod_maps_to_the_services_whose_selector_it_satisfies() {
-        let services =
-            [svc("web", Some(&[("app", "web")])), svc("all", Some(&[])), svc("none", None), svc("db", Some(&[("app", "db")]))];
+        let services = [
+            svc("web", Some(&[("app", "web")])),
+            svc("all", Some(&[])),
+            svc("none", None),
+            svc("db", Some(&[("app", "db")])),
+        ];
         let got = selecting_services(services.iter(), &pod(&[("app", "web"), ("tier", "front")]));
         assert_eq!(got, BTreeSet::from(["ns/all".to_string(), "ns/web".to_string()]));
     }

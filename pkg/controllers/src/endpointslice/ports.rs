@@ -105,7 +105,13 @@ mod tests {
     }
 
     fn sp(name: &str, port: i32, target: IntOrString) -> ServicePort {
-        ServicePort { name: Some(name.into()), port, target_port: Some(target), protocol: Some("TCP".into()), ..Default::default() }
+        ServicePort {
+            name: Some(name.into()),
+            port,
+            target_port: Some(target),
+            protocol: Some("TCP".into()),
+            ..Default::default()
+        }
     }
 
     #[test]

@@ -102,11 +102,16 @@ pub fn pod_to_endpoint(p: &Pod, zone: Option<String>, svc: &Service, address_typ
     let terminating = pod::is_terminating(p);
     // Never ready while terminating, unless the service publishes not-ready addresses.
     let ready = publish_not_ready(svc) || (serving && !terminating);
-    let addresses = pod::ips(p).into_iter().filter(|ip| is_ipv6(ip) == (address_type == "IPv6")).map(str::to_string).collect();
+    let addresses =
+        pod::ips(p).into_iter().filter(|ip| is_ipv6(ip) == (address_type == "IPv6")).map(str::to_string).collect();
     let node_name = p.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty());
     Endpoint {
         addresses,
-        conditions: Some(EndpointConditions { ready: Some(ready), serving: Some(serving), terminating: Some(terminating) }),
+        conditions: Some(EndpointConditions {
+            ready: Some(ready),
+            serving: Some(serving),
+            terminating: Some(terminating),
+        }),
         hostname: if should_set_hostname(p, svc) { p.spec.as_ref().and_then(|s| s.hostname.clone()) } else { None },
         node_name,
         target_ref: Some(ObjectReference {
@@ -145,8 +150,14 @@ fn is_reserved(label: &str) -> bool {
 /// The labels a slice of `svc` carries: the service's own (minus reserved keys), the headless
 /// marker, the service name and the manager.
 pub fn slice_labels(svc: &Service) -> BTreeMap<String, String> {
-    let mut labels: BTreeMap<String, String> =
-        svc.metadata.labels.iter().flatten().filter(|(k, _)| !is_reserved(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut labels: BTreeMap<String, String> = svc
+        .metadata
+        .labels
+        .iter()
+        .flatten()
+        .filter(|(k, _)| !is_reserved(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     if !is_ip_set(svc) {
         labels.insert(LABEL_HEADLESS.into(), String::new());
     }
@@ -619,7 +630,9 @@ mod tests {
 
     #[test]
     fn more_than_a_hundred_endpoints_spill_into_a_second_slice() {
-        let pods: Vec<Pod> = (0..150).map(|i| pod(&format!("p{i}"), &format!("10.42.{}.{}", i / 200, i % 200 + 1), true, 8080)).collect();
+        let pods: Vec<Pod> = (0..150)
+            .map(|i| pod(&format!("p{i}"), &format!("10.42.{}.{}", i / 200, i % 200 + 1), true, 8080))
+            .collect();
         let refs: Vec<&Pod> = pods.iter().collect();
         let plan = reconcile(&svc(), &refs, &[], &node_ok);
         let mut sizes: Vec<usize> = plan.create.iter().map(|s| s.endpoints.len()).collect();
@@ -674,7 +687,10 @@ mod tests {
     fn the_trigger_time_annotation_is_set_or_cleared() {
         let mut m = ObjectMeta::default();
         set_trigger_time(&mut m, Some("2026-01-01T00:00:00Z"));
-        assert_eq!(m.annotations.as_ref().and_then(|a| a.get(TRIGGER_TIME_ANNOTATION)).map(String::as_str), Some("2026-01-01T00:00:00Z"));
+        assert_eq!(
+            m.annotations.as_ref().and_then(|a| a.get(TRIGGER_TIME_ANNOTATION)).map(String::as_str),
+            Some("2026-01-01T00:00:00Z")
+        );
         set_trigger_time(&mut m, None);
         assert!(m.annotations.as_ref().is_some_and(|a| a.is_empty()));
     }

@@ -156,7 +156,11 @@ mod tests {
 
     fn slice(uid: &str, rv: u64) -> EndpointSlice {
         EndpointSlice {
-            metadata: ObjectMeta { uid: Some(uid.into()), resource_version: Some(rv.to_string()), ..Default::default() },
+            metadata: ObjectMeta {
+                uid: Some(uid.into()),
+                resource_version: Some(rv.to_string()),
+                ..Default::default()
+            },
             address_type: "IPv4".into(),
             endpoints: Vec::new(),
             ports: None,

@@ -47,7 +47,11 @@ impl Identity {
 
 impl std::fmt::Display for Identity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "[{}/{}, namespace: {}, name: {}, uid: {}]", self.api_version, self.kind, self.namespace, self.name, self.uid)
+        write!(
+            f,
+            "[{}/{}, namespace: {}, name: {}, uid: {}]",
+            self.api_version, self.kind, self.namespace, self.name, self.uid
+        )
     }
 }
 
@@ -354,7 +358,13 @@ mod tests {
 
     fn id(kind: &str, name: &str, uid: &str) -> Identity {
         let api_version = if kind == "Pod" { "v1" } else { "apps/v1" };
-        Identity { api_version: api_version.into(), kind: kind.into(), namespace: "ns".into(), name: name.into(), uid: uid.into() }
+        Identity {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: "ns".into(),
+            name: name.into(),
+            uid: uid.into(),
+        }
     }
 
     fn owner_ref(owner: &Identity, block: bool) -> OwnerReference {
@@ -405,7 +415,12 @@ mod tests {
         let d = id("Deployment", "d", "u-d");
         g.upsert(obs(d.clone(), vec![]));
         g.upsert(obs(id("ReplicaSet", "rs", "u-rs"), vec![owner_ref(&d, true)]));
-        let deleting = Observed { identity: d.clone(), owners: vec![], deleting: true, finalizers: vec![FINALIZER_FOREGROUND.into()] };
+        let deleting = Observed {
+            identity: d.clone(),
+            owners: vec![],
+            deleting: true,
+            finalizers: vec![FINALIZER_FOREGROUND.into()],
+        };
         let work = g.upsert(deleting.clone());
         assert_eq!(work, vec![Work::AttemptToDelete("u-rs".into()), Work::AttemptToDelete("u-d".into())]);
         assert!(g.node("u-d").expect("node").deleting_dependents);
@@ -419,7 +434,12 @@ mod tests {
         let mut g = Graph::default();
         let d = id("Deployment", "d", "u-d");
         g.upsert(obs(d.clone(), vec![]));
-        let work = g.upsert(Observed { identity: d, owners: vec![], deleting: true, finalizers: vec![FINALIZER_ORPHAN.into()] });
+        let work = g.upsert(Observed {
+            identity: d,
+            owners: vec![],
+            deleting: true,
+            finalizers: vec![FINALIZER_ORPHAN.into()],
+        });
         assert_eq!(work, vec![Work::AttemptToOrphan("u-d".into())]);
     }
 
@@ -427,7 +447,12 @@ mod tests {
     fn an_owner_first_seen_already_deleting_in_foreground_is_queued() {
         let mut g = Graph::default();
         let d = id("Deployment", "d", "u-d");
-        let work = g.upsert(Observed { identity: d, owners: vec![], deleting: true, finalizers: vec![FINALIZER_FOREGROUND.into()] });
+        let work = g.upsert(Observed {
+            identity: d,
+            owners: vec![],
+            deleting: true,
+            finalizers: vec![FINALIZER_FOREGROUND.into()],
+        });
         assert_eq!(work, vec![Work::AttemptToDelete("u-d".into())]);
         assert_eq!(g.blocking_dependents("u-d"), vec![]);
     }
@@ -436,7 +461,12 @@ mod tests {
     fn unblocking_a_reference_rechecks_the_waiting_owner() {
         let mut g = Graph::default();
         let d = id("Deployment", "d", "u-d");
-        g.upsert(Observed { identity: d.clone(), owners: vec![], deleting: true, finalizers: vec![FINALIZER_FOREGROUND.into()] });
+        g.upsert(Observed {
+            identity: d.clone(),
+            owners: vec![],
+            deleting: true,
+            finalizers: vec![FINALIZER_FOREGROUND.into()],
+        });
         let rs = id("ReplicaSet", "rs", "u-rs");
         g.upsert(obs(rs.clone(), vec![owner_ref(&d, true)]));
         assert_eq!(g.blocking_dependents("u-d"), vec![("u-rs".to_string(), false)]);

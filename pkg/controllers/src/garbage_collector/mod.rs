@@ -356,7 +356,10 @@ pub async fn run(ctx: Arc<Context>) {
                     let s = shared.clone();
                     tasks.push(tokio::spawn(async move {
                         s.wait_synced().await;
-                        tracing::info!(objects = s.graph.lock().map(|g| g.len()).unwrap_or(0), "garbage collector synced");
+                        tracing::info!(
+                            objects = s.graph.lock().map(|g| g.len()).unwrap_or(0),
+                            "garbage collector synced"
+                        );
                         let mut workers = Vec::new();
                         for _ in 0..DELETE_WORKERS {
                             workers.push(tokio::spawn(delete_worker(s.clone())));
@@ -375,7 +378,11 @@ pub async fn run(ctx: Arc<Context>) {
                 tracing::warn!(error = %chain(&e), "garbage collector discovery failed");
             }
         }
-        let wait = if failures > 0 { Backoff { base: Duration::from_secs(1), max: RESYNC_PERIOD }.delay(failures) } else { RESYNC_PERIOD };
+        let wait = if failures > 0 {
+            Backoff { base: Duration::from_secs(1), max: RESYNC_PERIOD }.delay(failures)
+        } else {
+            RESYNC_PERIOD
+        };
         tokio::select! {
             _ = cancel.cancelled() => break,
             _ = tokio::time::sleep(wait) => {}

@@ -54,11 +54,26 @@ pub trait GcClient: Send + Sync {
     /// `None` when the object does not exist. `id.namespace` is ignored for cluster-scoped kinds.
     fn get(&self, id: &Identity) -> impl Future<Output = Result<Option<Live>, GcError>> + Send;
     /// Deletes with uid (and, if given, resourceVersion) preconditions; gone already is success.
-    fn delete(&self, id: &Identity, rv: Option<&str>, policy: Policy) -> impl Future<Output = Result<(), GcError>> + Send;
+    fn delete(
+        &self,
+        id: &Identity,
+        rv: Option<&str>,
+        policy: Policy,
+    ) -> impl Future<Output = Result<(), GcError>> + Send;
     /// Replaces `metadata.ownerReferences`, guarded by resourceVersion `rv`.
-    fn set_owners(&self, id: &Identity, rv: &str, owners: &[OwnerReference]) -> impl Future<Output = Result<(), GcError>> + Send;
+    fn set_owners(
+        &self,
+        id: &Identity,
+        rv: &str,
+        owners: &[OwnerReference],
+    ) -> impl Future<Output = Result<(), GcError>> + Send;
     /// Replaces `metadata.finalizers`, guarded by resourceVersion `rv`.
-    fn set_finalizers(&self, id: &Identity, rv: &str, finalizers: &[String]) -> impl Future<Output = Result<(), GcError>> + Send;
+    fn set_finalizers(
+        &self,
+        id: &Identity,
+        rv: &str,
+        finalizers: &[String],
+    ) -> impl Future<Output = Result<(), GcError>> + Send;
 }
 
 /// How an owner reference stands.
@@ -80,13 +95,20 @@ pub enum Decision {
     RemoveReferences(Vec<String>),
     /// An owner waits for this item, which has dependents of its own: delete it in the
     /// foreground (first unblocking its references if a dependent also waits, to break cycles).
-    DeleteForeground { unblock_first: bool },
+    DeleteForeground {
+        unblock_first: bool,
+    },
     /// Every owner is gone: delete it, propagating as its own finalizers ask.
     Delete(Policy),
 }
 
 /// Upstream's decision in `attemptToDeleteItem` once the references are classified.
-pub fn decide(live: &Live, refs: &[(OwnerReference, RefState)], has_dependents: bool, dependent_waits: bool) -> Decision {
+pub fn decide(
+    live: &Live,
+    refs: &[(OwnerReference, RefState)],
+    has_dependents: bool,
+    dependent_waits: bool,
+) -> Decision {
     let uids = |state: RefState| refs.iter().filter(move |(_, s)| *s == state).map(|(r, _)| r.uid.clone());
     let solid = uids(RefState::Solid).count();
     let dangling: Vec<String> = uids(RefState::Dangling).collect();
@@ -386,7 +408,13 @@ mod tests {
 
     fn id(kind: &str, name: &str) -> Identity {
         let api_version = if kind == "Pod" || kind == "ConfigMap" { "v1" } else { "apps/v1" };
-        Identity { api_version: api_version.into(), kind: kind.into(), namespace: "ns".into(), name: name.into(), uid: format!("u-{name}") }
+        Identity {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: "ns".into(),
+            name: name.into(),
+            uid: format!("u-{name}"),
+        }
     }
 
     fn r(owner: &Identity, block: bool) -> OwnerReference {
@@ -401,7 +429,14 @@ mod tests {
     }
 
     /// Records an object both in the fake API and in the graph (as a monitor would).
-    fn seen(g: &Mutex<Graph>, fake: &Fake, id: &Identity, owners: Vec<OwnerReference>, finalizers: &[&str], deleting: bool) {
+    fn seen(
+        g: &Mutex<Graph>,
+        fake: &Fake,
+        id: &Identity,
+        owners: Vec<OwnerReference>,
+        finalizers: &[&str],
+        deleting: bool,
+    ) {
         fake.put(id, owners.clone(), finalizers, deleting);
         g.lock().expect("lock").upsert(Observed {
             identity: id.clone(),
@@ -571,7 +606,13 @@ mod tests {
     #[tokio::test]
     async fn a_cluster_scoped_item_naming_a_namespaced_owner_is_an_error() {
         let (g, fake) = (Mutex::new(Graph::default()), Fake::default());
-        let node = Identity { api_version: "v1".into(), kind: "Node".into(), namespace: String::new(), name: "n".into(), uid: "u-n".into() };
+        let node = Identity {
+            api_version: "v1".into(),
+            kind: "Node".into(),
+            namespace: String::new(),
+            name: "n".into(),
+            uid: "u-n".into(),
+        };
         seen(&g, &fake, &node, vec![r(&id("ReplicaSet", "rs"), false)], &[], false);
         let res = attempt_to_delete(&g, &fake, &node.uid, &mut Vec::new()).await;
         assert!(matches!(res, Err(GcError::NamespacedOwnerOfClusterScoped(_))), "{res:?}");

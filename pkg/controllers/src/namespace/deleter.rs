@@ -44,7 +44,8 @@ pub trait ContentApi: Send + Sync {
     fn discover(&self) -> impl Future<Output = (Vec<ServedResource>, Option<String>)> + Send;
     fn delete_collection(&self, r: &ServedResource, ns: &str) -> impl Future<Output = Result<(), ContentError>> + Send;
     fn list(&self, r: &ServedResource, ns: &str) -> impl Future<Output = Result<Vec<Item>, ContentError>> + Send;
-    fn delete(&self, r: &ServedResource, ns: &str, name: &str) -> impl Future<Output = Result<(), ContentError>> + Send;
+    fn delete(&self, r: &ServedResource, ns: &str, name: &str)
+        -> impl Future<Output = Result<(), ContentError>> + Send;
     fn pods(&self, ns: &str) -> impl Future<Output = Result<Vec<PodGrace>, ContentError>> + Send;
 }
 
@@ -297,7 +298,10 @@ mod tests {
 
     #[tokio::test]
     async fn the_grace_estimate_lapses_once_the_namespace_terminated_longer() {
-        let pods = [PodGrace { terminal: false, grace_seconds: Some(30) }, PodGrace { terminal: true, grace_seconds: Some(600) }];
+        let pods = [
+            PodGrace { terminal: false, grace_seconds: Some(30) },
+            PodGrace { terminal: true, grace_seconds: Some(600) },
+        ];
         assert_eq!(pod_estimate(&pods, 10), 30);
         assert_eq!(pod_estimate(&pods, 30), 0);
         assert_eq!(pod_estimate(&[], 0), 0);

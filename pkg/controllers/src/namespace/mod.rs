@@ -16,9 +16,9 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams, PropagationPolicy};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::core::PartialObjectMeta;
 use kube::runtime::{watcher, WatchStreamExt};
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,7 +78,10 @@ impl ContentApi for KubeContent {
         Ok(list
             .items
             .into_iter()
-            .map(|o| Item { name: o.metadata.name.unwrap_or_default(), finalizers: o.metadata.finalizers.unwrap_or_default() })
+            .map(|o| Item {
+                name: o.metadata.name.unwrap_or_default(),
+                finalizers: o.metadata.finalizers.unwrap_or_default(),
+            })
             .collect())
     }
 
@@ -207,8 +210,11 @@ fn error_policy(ns: Arc<Namespace>, err: &Error, state: Arc<State>) -> Action {
 pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
     let api: Api<Namespace> = Api::all(client.clone());
-    let state =
-        Arc::new(State { api: api.clone(), content: KubeContent { client: client.clone() }, failures: Failures::new(BACKOFF) });
+    let state = Arc::new(State {
+        api: api.clone(),
+        content: KubeContent { client: client.clone() },
+        failures: Failures::new(BACKOFF),
+    });
     let controller = Controller::new(api, watcher::Config::default());
     let namespaces = controller.store();
     // A pod of a terminating namespace changing (typically: going away) is the moment to look

@@ -53,13 +53,20 @@ pub fn observe(
             (Health { probe: c, ready_transition: c, ready: None, lease_renew: None }, startup)
         }
         (Some(h), None) => (Health { ready: None, ..h.clone() }, startup),
-        (None, Some(cur)) => (Health { probe: now, ready_transition: now, ready: Some(cur), lease_renew: None }, monitor),
+        (None, Some(cur)) => {
+            (Health { probe: now, ready_transition: now, ready: Some(cur), lease_renew: None }, monitor)
+        }
         (Some(h), Some(cur)) => match h.ready {
             // First Ready condition seen (or a controller restart with the node already there).
-            None => (Health { probe: now, ready_transition: now, ready: Some(cur), lease_renew: h.lease_renew }, monitor),
+            None => {
+                (Health { probe: now, ready_transition: now, ready: Some(cur), lease_renew: h.lease_renew }, monitor)
+            }
             Some(prev) if prev.0 != cur.0 => {
                 let transition = if prev.1 != cur.1 { now } else { h.ready_transition };
-                (Health { probe: now, ready_transition: transition, ready: Some(cur), lease_renew: h.lease_renew }, monitor)
+                (
+                    Health { probe: now, ready_transition: transition, ready: Some(cur), lease_renew: h.lease_renew },
+                    monitor,
+                )
             }
             Some(_) => (h.clone(), monitor),
         },
@@ -107,8 +114,7 @@ pub fn unknown_conditions(node: &Node, now: Timestamp) -> Option<Vec<NodeConditi
             Some(_) => {}
         }
     }
-    let ready_changed =
-        before.iter().find(|c| c.type_ == "Ready") != conditions.iter().find(|c| c.type_ == "Ready");
+    let ready_changed = before.iter().find(|c| c.type_ == "Ready") != conditions.iter().find(|c| c.type_ == "Ready");
     ready_changed.then_some(conditions)
 }
 
@@ -126,7 +132,11 @@ mod tests {
 
     fn node(ready: Option<(&str, i64)>) -> Node {
         Node {
-            metadata: ObjectMeta { name: Some("n".into()), creation_timestamp: Some(Time(ts(0))), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some("n".into()),
+                creation_timestamp: Some(Time(ts(0))),
+                ..Default::default()
+            },
             status: Some(NodeStatus {
                 conditions: ready.map(|(s, hb)| {
                     vec![NodeCondition {

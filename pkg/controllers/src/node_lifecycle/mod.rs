@@ -120,7 +120,8 @@ impl Controller {
                 return Ok(());
             }
             let taints = if new.is_empty() { serde_json::Value::Null } else { json!(new) };
-            let patch = json!({"metadata": {"resourceVersion": node.metadata.resource_version}, "spec": {"taints": taints}});
+            let patch =
+                json!({"metadata": {"resourceVersion": node.metadata.resource_version}, "spec": {"taints": taints}});
             match api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
                 Ok(_) => return Ok(()),
                 Err(e) if is_conflict(&e) => continue,
@@ -139,7 +140,11 @@ impl Controller {
         for mut pod in list.items {
             let ns = pod.metadata.namespace.clone().unwrap_or_default();
             let name = pod.metadata.name.clone().unwrap_or_default();
-            let Some(cond) = pod.status.as_mut().and_then(|s| s.conditions.as_mut()).and_then(|c| c.iter_mut().find(|c| c.type_ == "Ready"))
+            let Some(cond) = pod
+                .status
+                .as_mut()
+                .and_then(|s| s.conditions.as_mut())
+                .and_then(|c| c.iter_mut().find(|c| c.type_ == "Ready"))
             else {
                 continue;
             };
@@ -148,7 +153,10 @@ impl Controller {
             }
             cond.status = "False".into();
             cond.last_transition_time = Some(Time(Timestamp::now()));
-            match Api::<Pod>::namespaced(self.ctx.client.clone(), &ns).replace_status(&name, &PostParams::default(), &pod).await {
+            match Api::<Pod>::namespaced(self.ctx.client.clone(), &ns)
+                .replace_status(&name, &PostParams::default(), &pod)
+                .await
+            {
                 Ok(_) => {
                     let r = reference("v1", "Pod", Some(&ns), &name, pod.metadata.uid.as_deref());
                     self.ctx.recorder.record(&r, EventType::Warning, "NodeNotReady", "Node is not ready").await;
@@ -165,9 +173,10 @@ impl Controller {
         if !self.tainters.contains_key(zone) {
             self.zone_states.insert(zone.to_string(), ZoneState::Initial);
         }
-        self.tainters
-            .entry(zone.to_string())
-            .or_insert_with(|| ZoneTainter { bucket: TokenBucket::new(qps, 1, Instant::now().into_std()), queue: VecDeque::new() })
+        self.tainters.entry(zone.to_string()).or_insert_with(|| ZoneTainter {
+            bucket: TokenBucket::new(qps, 1, Instant::now().into_std()),
+            queue: VecDeque::new(),
+        })
     }
 
     fn mark_for_tainting(&mut self, node: &Node) {
@@ -182,7 +191,10 @@ impl Controller {
     async fn mark_reachable(&mut self, node: &Node) {
         let name = node.metadata.name.clone().unwrap_or_default();
         self.tainter(&taints::zone_key(node)).queue.retain(|n| *n != name);
-        let both = [taints::taint(crate::core::tolerations::TAINT_NODE_UNREACHABLE, "NoExecute"), taints::taint(crate::core::tolerations::TAINT_NODE_NOT_READY, "NoExecute")];
+        let both = [
+            taints::taint(crate::core::tolerations::TAINT_NODE_UNREACHABLE, "NoExecute"),
+            taints::taint(crate::core::tolerations::TAINT_NODE_NOT_READY, "NoExecute"),
+        ];
         if both.iter().any(|t| taints::has_taint(node, t)) {
             if let Err(e) = self.swap_taints(&name, &[], &both).await {
                 tracing::warn!(node = %name, error = %chain(&e), "removing NoExecute taints failed");
@@ -223,14 +235,21 @@ impl Controller {
 
     fn zone_qps(&self, state: ZoneState, size: usize) -> f64 {
         match state {
-            ZoneState::PartialDisruption if size > self.config.large_cluster_threshold => self.config.secondary_eviction_qps,
+            ZoneState::PartialDisruption if size > self.config.large_cluster_threshold => {
+                self.config.secondary_eviction_qps
+            }
             ZoneState::PartialDisruption => 0.0,
             _ => self.config.eviction_qps,
         }
     }
 
     /// Upstream's `handleDisruption`.
-    async fn handle_disruption(&mut self, zones: &HashMap<String, Vec<Option<String>>>, nodes: &[Arc<Node>], now: Timestamp) {
+    async fn handle_disruption(
+        &mut self,
+        zones: &HashMap<String, Vec<Option<String>>>,
+        nodes: &[Arc<Node>],
+        now: Timestamp,
+    ) {
         let mut new_states = HashMap::new();
         let mut all_fully = true;
         for (zone, ready) in zones {
@@ -355,7 +374,10 @@ impl Controller {
                         Ok(updated) => {
                             current = updated;
                             h.ready = condition(&current, "Ready").map(|c| {
-                                (c.last_heartbeat_time.as_ref().map(|t| t.0), c.last_transition_time.as_ref().map(|t| t.0))
+                                (
+                                    c.last_heartbeat_time.as_ref().map(|t| t.0),
+                                    c.last_transition_time.as_ref().map(|t| t.0),
+                                )
                             });
                             h.ready_transition = now;
                         }
@@ -383,7 +405,15 @@ impl Controller {
                 self.taint_based_eviction(&current, &observed).await;
                 if ready != "True" && observed == "True" {
                     let r = reference("v1", "Node", None, &name, current.metadata.uid.as_deref());
-                    self.ctx.recorder.record(&r, EventType::Normal, "NodeNotReady", &format!("Node {name} status is now: NodeNotReady")).await;
+                    self.ctx
+                        .recorder
+                        .record(
+                            &r,
+                            EventType::Normal,
+                            "NodeNotReady",
+                            &format!("Node {name} status is now: NodeNotReady"),
+                        )
+                        .await;
                     if let Err(e) = self.mark_pods_not_ready(&name).await {
                         tracing::warn!(node = %name, error = %chain(&e), "marking pods not ready failed");
                         self.retry_soon();

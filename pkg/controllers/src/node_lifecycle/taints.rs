@@ -29,8 +29,15 @@ fn condition_taint(c: &NodeCondition) -> Option<&'static str> {
 }
 
 fn is_condition_taint_key(key: &str) -> bool {
-    [TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE, TAINT_MEMORY_PRESSURE, TAINT_DISK_PRESSURE, TAINT_NETWORK_UNAVAILABLE, TAINT_PID_PRESSURE]
-        .contains(&key)
+    [
+        TAINT_NODE_NOT_READY,
+        TAINT_NODE_UNREACHABLE,
+        TAINT_MEMORY_PRESSURE,
+        TAINT_DISK_PRESSURE,
+        TAINT_NETWORK_UNAVAILABLE,
+        TAINT_PID_PRESSURE,
+    ]
+    .contains(&key)
 }
 
 pub fn taint(key: &str, effect: &str) -> Taint {
@@ -75,7 +82,12 @@ pub fn no_schedule_diff(node: &Node) -> (Vec<Taint>, Vec<Taint>) {
 }
 
 /// `spec.taints` after removing `remove` and adding `add` (stamped with `time_added`).
-pub fn swap(current: &[Taint], add: &[Taint], remove: &[Taint], time_added: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> Vec<Taint> {
+pub fn swap(
+    current: &[Taint],
+    add: &[Taint],
+    remove: &[Taint],
+    time_added: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> Vec<Taint> {
     let mut out: Vec<Taint> = current.iter().filter(|t| !remove.iter().any(|r| matches(r, t))).cloned().collect();
     for a in add {
         if let Some(existing) = out.iter_mut().find(|t| matches(t, a)) {
@@ -104,9 +116,8 @@ pub fn no_execute_for(node: &Node) -> Option<(Taint, Taint)> {
 /// The node's zone key: region and zone labels (`""` when unlabelled).
 pub fn zone_key(node: &Node) -> String {
     let labels = node.metadata.labels.as_ref();
-    let get = |k: &str, legacy: &str| {
-        labels.and_then(|l| l.get(k).or_else(|| l.get(legacy))).cloned().unwrap_or_default()
-    };
+    let get =
+        |k: &str, legacy: &str| labels.and_then(|l| l.get(k).or_else(|| l.get(legacy))).cloned().unwrap_or_default();
     let region = get("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region");
     let zone = get("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone");
     if region.is_empty() && zone.is_empty() {
@@ -206,7 +217,11 @@ mod tests {
                 conditions: Some(
                     conditions
                         .iter()
-                        .map(|(t, s)| NodeCondition { type_: t.to_string(), status: s.to_string(), ..Default::default() })
+                        .map(|(t, s)| NodeCondition {
+                            type_: t.to_string(),
+                            status: s.to_string(),
+                            ..Default::default()
+                        })
                         .collect(),
                 ),
                 ..Default::default()
@@ -244,7 +259,12 @@ mod tests {
     fn swapping_stamps_added_taints_and_keeps_the_rest() {
         let t = Time(jiff::Timestamp::UNIX_EPOCH);
         let current = vec![taint(TAINT_NODE_NOT_READY, "NoExecute"), taint("x", "NoSchedule")];
-        let out = swap(&current, &[taint(TAINT_NODE_UNREACHABLE, "NoExecute")], &[taint(TAINT_NODE_NOT_READY, "NoExecute")], &t);
+        let out = swap(
+            &current,
+            &[taint(TAINT_NODE_UNREACHABLE, "NoExecute")],
+            &[taint(TAINT_NODE_NOT_READY, "NoExecute")],
+            &t,
+        );
         assert_eq!(out.len(), 2);
         assert_eq!(out[0].key, "x");
         assert_eq!(out[1].key, TAINT_NODE_UNREACHABLE);

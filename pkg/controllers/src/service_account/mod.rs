@@ -36,7 +36,13 @@ pub fn is_active(ns: &Namespace) -> bool {
 /// its child object named `child` changes; `children` caches those children.
 async fn per_namespace<C, R, Fut, E>(ctx: Arc<Context>, controller: &'static str, child: &'static str, reconcile: R)
 where
-    C: Resource<Scope = NamespaceResourceScope, DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    C: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
     R: Fn(Arc<Namespace>, Store<C>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), E>> + Send + 'static,
     E: std::error::Error + Send + Sync + 'static,
@@ -44,7 +50,10 @@ where
     let (children, writer) = reflector::store::<C>();
     let child_events = reflector::reflector(
         writer,
-        watcher(Api::<C>::all(ctx.client.clone()), watcher::Config::default().fields(&format!("metadata.name={child}"))),
+        watcher(
+            Api::<C>::all(ctx.client.clone()),
+            watcher::Config::default().fields(&format!("metadata.name={child}")),
+        ),
     )
     .default_backoff()
     .touched_objects();

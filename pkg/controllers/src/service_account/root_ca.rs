@@ -141,7 +141,8 @@ mod tests {
     #[test]
     fn a_terminating_namespace_gets_no_new_configmap() {
         let mut ns = ns();
-        ns.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH));
+        ns.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH));
         assert_eq!(plan(&ns, None, CA), Plan::Nothing);
     }
 }

@@ -41,8 +41,9 @@ pub struct ContainerBehavior {
     pub exit_code: i32,
     /// Reason reported when it exits on its own (default: `Completed` for 0, else `Error`).
     pub reason: Option<String>,
-    /// Exit code when stopped by StopContainer (default 137, as a process killed after the grace
-    /// period).
+    /// Exit code when stopped by StopContainer with a grace period (default 143: ended by
+    /// SIGTERM; 137 for a process that ignores it and is killed). A stop without grace period
+    /// always gives 137.
     pub stop_exit_code: Option<i32>,
     /// StartContainer fails with this message; the container is left EXITED with code 128 and
     /// reason `StartError`, as containerd does when the entrypoint cannot be executed.
@@ -76,7 +77,8 @@ impl ContainerBehavior {
         self
     }
 
-    /// Exits with `code` when stopped (e.g. 0 for a process that handles SIGTERM).
+    /// Exits with `code` when stopped with a grace period (0 for a process that handles SIGTERM,
+    /// 137 for one that ignores it).
     pub fn with_stop_exit_code(mut self, code: i32) -> Self {
         self.stop_exit_code = Some(code);
         self
@@ -476,7 +478,11 @@ impl ImageService for FakeRuntime {
         let reference = image_target(req.image.as_ref());
         let delay = self.call(CriOp::PullImage, &reference, |s| {
             if reference.is_empty() {
-                return Err(CriError::rpc(CriOp::PullImage, crate::error::Code::InvalidArgument, "image name is empty"));
+                return Err(CriError::rpc(
+                    CriOp::PullImage,
+                    crate::error::Code::InvalidArgument,
+                    "image name is empty",
+                ));
             }
             State::check_pullable(&reference)?;
             Ok(s.pull_delay)

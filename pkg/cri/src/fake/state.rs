@@ -16,6 +16,8 @@ use crate::v1::*;
 
 /// Exit code of a container killed with SIGKILL (128 + 9).
 const KILLED_EXIT_CODE: i32 = 137;
+/// Exit code of a container ended by SIGTERM (128 + 15).
+const TERMINATED_EXIT_CODE: i32 = 143;
 /// Exit code containerd reports for a container whose process could not be started.
 const START_ERROR_EXIT_CODE: i32 = 128;
 /// Size the fake gives every image.
@@ -156,11 +158,8 @@ impl State {
             self.next_ip += 1;
             ip
         };
-        let namespace_options = config
-            .linux
-            .as_ref()
-            .and_then(|l| l.security_context.as_ref())
-            .and_then(|s| s.namespace_options.clone());
+        let namespace_options =
+            config.linux.as_ref().and_then(|l| l.security_context.as_ref()).and_then(|s| s.namespace_options.clone());
         let status = PodSandboxStatus {
             id: id.clone(),
             metadata: Some(meta),
@@ -217,7 +216,12 @@ impl State {
     pub fn pod_sandbox_status(&mut self, req: PodSandboxStatusRequest) -> CriResult<PodSandboxStatusResponse> {
         let id = self.sandbox_id(CriOp::PodSandboxStatus, &req.pod_sandbox_id)?;
         let status = self.sandboxes.get(&id).map(|s| s.status.clone());
-        Ok(PodSandboxStatusResponse { status, info: HashMap::new(), containers_statuses: Vec::new(), timestamp: now_ns() })
+        Ok(PodSandboxStatusResponse {
+            status,
+            info: HashMap::new(),
+            containers_statuses: Vec::new(),
+            timestamp: now_ns(),
+        })
     }
 
     pub fn list_pod_sandbox(&self, req: ListPodSandboxRequest) -> ListPodSandboxResponse {
@@ -367,7 +371,11 @@ impl State {
     pub fn stop_container(&mut self, req: StopContainerRequest) -> CriResult<StopContainerResponse> {
         let container = self.container_mut(CriOp::StopContainer, &req.container_id)?;
         if container.status.state() == ContainerState::ContainerRunning {
-            let code = container.behavior.stop_exit_code.unwrap_or(KILLED_EXIT_CODE);
+            let code = match container.behavior.stop_exit_code {
+                _ if req.timeout <= 0 => KILLED_EXIT_CODE,
+                Some(code) => code,
+                None => TERMINATED_EXIT_CODE,
+            };
             exit(&mut container.status, code, now_ns(), None);
         }
         Ok(StopContainerResponse {})
@@ -432,8 +440,13 @@ impl State {
 
     pub fn reopen_container_log(&self, req: ReopenContainerLogRequest) -> CriResult<ReopenContainerLogResponse> {
         let op = CriOp::ReopenContainerLog;
-        self.running_container(op, &req.container_id)
-            .map_err(|err| if err.is_not_found() { err } else { CriError::rpc(op, Code::Unknown, "container is not running") })?;
+        self.running_container(op, &req.container_id).map_err(|err| {
+            if err.is_not_found() {
+                err
+            } else {
+                CriError::rpc(op, Code::Unknown, "container is not running")
+            }
+        })?;
         Ok(ReopenContainerLogResponse {})
     }
 

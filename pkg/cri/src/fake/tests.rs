@@ -84,7 +84,7 @@ async fn container_moves_from_created_to_running_to_exited_with_timestamps() {
     fake.stop_container(StopContainerRequest { container_id: id.clone(), timeout: 30 }).await.expect("stop");
     let exited = status(&fake, &id).await.expect("status");
     assert_eq!(exited.state(), ContainerState::ContainerExited);
-    assert_eq!(exited.exit_code, 137);
+    assert_eq!(exited.exit_code, 143, "ended by SIGTERM");
     assert_eq!(exited.reason, "Error");
     assert!(exited.finished_at >= exited.started_at);
 
@@ -92,6 +92,23 @@ async fn container_moves_from_created_to_running_to_exited_with_timestamps() {
     let gone = status(&fake, &id).await.expect_err("removed");
     assert!(gone.is_not_found(), "{gone}");
     fake.remove_container(RemoveContainerRequest { container_id: id }).await.expect("second remove is a no-op");
+}
+
+#[tokio::test]
+async fn stop_exit_code_follows_grace_period_and_behavior() {
+    let (fake, sandbox) = with_sandbox().await;
+    fake.set_container_behavior("graceful", ContainerBehavior::runs().with_stop_exit_code(0));
+    let stop = |id: &str, timeout: i64| StopContainerRequest { container_id: id.to_string(), timeout };
+    let mut codes = Vec::new();
+    for (name, timeout) in [("graceful", 30), ("graceful2", 0)] {
+        fake.set_container_behavior("graceful2", ContainerBehavior::runs().with_stop_exit_code(0));
+        let id = create(&fake, &sandbox, name).await.expect("create");
+        start(&fake, &id).await.expect("start");
+        fake.stop_container(stop(&id, timeout)).await.expect("stop");
+        let exited = status(&fake, &id).await.expect("status");
+        codes.push((exited.exit_code, exited.reason));
+    }
+    assert_eq!(codes, vec![(0, "Completed".to_string()), (137, "Error".to_string())]);
 }
 
 #[tokio::test]
@@ -136,7 +153,8 @@ async fn image_status_finds_a_pulled_image_by_short_name_digest_and_id() {
     let spec = |image: &str| Some(ImageSpec { image: image.to_string(), ..Default::default() });
     let pulled = fake.pull_image(PullImageRequest { image: spec("busybox"), ..Default::default() }).await;
     let id = pulled.expect("pull").image_ref;
-    let by_name = fake.image_status(ImageStatusRequest { image: spec("docker.io/library/busybox:latest"), verbose: false });
+    let by_name =
+        fake.image_status(ImageStatusRequest { image: spec("docker.io/library/busybox:latest"), verbose: false });
     let image = by_name.await.expect("status").image.expect("present");
     assert_eq!(image.id, id);
     assert_eq!(image.repo_tags, vec!["docker.io/library/busybox:latest".to_string()]);
@@ -195,7 +213,10 @@ async fn start_error_leaves_the_container_exited_with_128() {
     let err = start(&fake, &id).await.expect_err("start fails");
     assert!(err.to_string().contains("executable file not found"), "{err}");
     let exited = status(&fake, &id).await.expect("status");
-    assert_eq!((exited.state(), exited.exit_code, exited.reason.as_str()), (ContainerState::ContainerExited, 128, "StartError"));
+    assert_eq!(
+        (exited.state(), exited.exit_code, exited.reason.as_str()),
+        (ContainerState::ContainerExited, 128, "StartError")
+    );
 }
 
 #[tokio::test]
@@ -257,7 +278,10 @@ async fn streaming_calls_hand_out_urls_on_the_streaming_base() {
 #[tokio::test]
 async fn injected_failure_hits_the_next_call_only() {
     let fake = FakeRuntime::new();
-    fake.fail_next(CriOp::RunPodSandbox, CriError::rpc(CriOp::RunPodSandbox, Code::Unavailable, "containerd restarting"));
+    fake.fail_next(
+        CriOp::RunPodSandbox,
+        CriError::rpc(CriOp::RunPodSandbox, Code::Unavailable, "containerd restarting"),
+    );
     let req = RunPodSandboxRequest { config: Some(sandbox_config("web", 0)), runtime_handler: String::new() };
     let err = fake.run_pod_sandbox(req.clone()).await.expect_err("injected");
     assert!(err.is_unavailable());
@@ -272,12 +296,15 @@ async fn failure_rule_for_a_target_spares_other_targets() {
     fake.inject_failure(FailureRule::new(CriOp::PullImage, unauthorized).for_target("private/"));
     let spec = |image: &str| Some(ImageSpec { image: image.to_string(), ..Default::default() });
     for _ in 0..2 {
-        let err = fake.pull_image(PullImageRequest { image: spec("registry.example/private/app:1"), ..Default::default() });
+        let err =
+            fake.pull_image(PullImageRequest { image: spec("registry.example/private/app:1"), ..Default::default() });
         assert!(err.await.expect_err("always fails").to_string().contains("401"));
     }
     fake.pull_image(PullImageRequest { image: spec("busybox"), ..Default::default() }).await.expect("other image");
     fake.clear_failures();
-    fake.pull_image(PullImageRequest { image: spec("registry.example/private/app:1"), ..Default::default() }).await.expect("cleared");
+    fake.pull_image(PullImageRequest { image: spec("registry.example/private/app:1"), ..Default::default() })
+        .await
+        .expect("cleared");
 }
 
 #[tokio::test]
@@ -297,7 +324,8 @@ async fn stopping_a_sandbox_kills_its_containers_and_removing_it_removes_them() 
     let id = create(&fake, &sandbox, "app").await.expect("create");
     start(&fake, &id).await.expect("start");
     fake.stop_pod_sandbox(StopPodSandboxRequest { pod_sandbox_id: sandbox.clone() }).await.expect("stop");
-    let sandbox_status = fake.pod_sandbox_status(PodSandboxStatusRequest { pod_sandbox_id: sandbox.clone(), verbose: false });
+    let sandbox_status =
+        fake.pod_sandbox_status(PodSandboxStatusRequest { pod_sandbox_id: sandbox.clone(), verbose: false });
     let sandbox_status = sandbox_status.await.expect("status").status.expect("status");
     assert_eq!(sandbox_status.state(), PodSandboxState::SandboxNotready);
     assert_eq!(status(&fake, &id).await.expect("status").exit_code, 137);

@@ -129,8 +129,8 @@ fn invalid_options_are_rejected() {
     for q in [("tailLines", "-1"), ("limitBytes", "0"), ("sinceSeconds", "0"), ("sinceTime", "yesterday")] {
         assert!(LogOptions::from_query([q], now).is_err(), "{q:?} accepted");
     }
-    let o = LogOptions::from_query([("follow", "true"), ("previous", "1"), ("timestamps", "false")], now)
-        .expect("options");
+    let o =
+        LogOptions::from_query([("follow", "true"), ("previous", "1"), ("timestamps", "false")], now).expect("options");
     assert!(o.follow && o.previous && !o.timestamps);
 }
 

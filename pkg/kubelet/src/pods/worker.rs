@@ -367,7 +367,7 @@ impl Worker {
                     .map(|n| n.ip)
                     .filter(|ip| !ip.is_empty());
                 if attempt > 0 {
-                    self.shared.recorder.record(&pod_ref(pod), Normal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.").await;
+                    self.shared.event(&pod_ref(pod), Normal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.");
                 }
                 self.sandbox = Some(Sandbox { id: r.pod_sandbox_id, ip, attempt });
                 self.runtime.clear();
@@ -378,7 +378,7 @@ impl Worker {
                 self.sandbox_failed_at = Some(Instant::now());
                 let msg = format!("Failed to create pod sandbox: {e}");
                 tracing::warn!(pod = pod_name(pod), error = %e, "RunPodSandbox failed");
-                self.shared.recorder.record(&pod_ref(pod), Warning, "FailedCreatePodSandBox", &msg).await;
+                self.shared.event(&pod_ref(pod), Warning, "FailedCreatePodSandBox", &msg);
                 false
             }
         }
@@ -395,7 +395,7 @@ impl Worker {
                 true
             }
             Err(e) => {
-                self.shared.recorder.record(&pod_ref(pod), Warning, "FailedMount", &e.to_string()).await;
+                self.shared.event(&pod_ref(pod), Warning, "FailedMount", &e.to_string());
                 false
             }
         }
@@ -461,10 +461,7 @@ impl Worker {
                 self.uid
             );
             if self.waiting.get(&c.name).map(|w| w.0.as_str()) != Some("CrashLoopBackOff") {
-                self.shared
-                    .recorder
-                    .record(&container_ref(pod, &c.name), Warning, "BackOff", "Back-off restarting failed container")
-                    .await;
+                self.shared.event(&container_ref(pod, &c.name), Warning, "BackOff", "Back-off restarting failed container");
             }
             self.waiting.insert(c.name.clone(), ("CrashLoopBackOff".into(), msg));
             return Some(failed_at + delay);
@@ -483,7 +480,7 @@ impl Worker {
             if self.pull_backoff.in_backoff_since(&pull_key, t, Instant::now()) {
                 let msg = format!("Back-off pulling image \"{image}\"");
                 if self.waiting.get(&c.name).map(|w| w.0.as_str()) != Some("ImagePullBackOff") {
-                    self.shared.recorder.record(&container_ref(pod, &c.name), Normal, "BackOff", &msg).await;
+                    self.shared.event(&container_ref(pod, &c.name), Normal, "BackOff", &msg);
                 }
                 self.waiting.insert(c.name.clone(), ("ImagePullBackOff".into(), msg));
                 return Some(t + self.pull_backoff.delay(&pull_key));
@@ -518,7 +515,7 @@ impl Worker {
             Ok(e) => e,
             Err(e) => {
                 let msg = e.to_string();
-                self.shared.recorder.record(&container_ref(pod, &c.name), Warning, "Failed", &format!("Error: {msg}")).await;
+                self.shared.event(&container_ref(pod, &c.name), Warning, "Failed", &format!("Error: {msg}"));
                 self.waiting.insert(c.name.clone(), ("CreateContainerConfigError".into(), msg));
                 return Some(Instant::now() + Duration::from_secs(2));
             }
@@ -558,25 +555,25 @@ impl Worker {
             Ok(r) => r.container_id,
             Err(e) => {
                 let msg = e.to_string();
-                self.shared.recorder.record(&container_ref(pod, &c.name), Warning, "Failed", &format!("Error: {msg}")).await;
+                self.shared.event(&container_ref(pod, &c.name), Warning, "Failed", &format!("Error: {msg}"));
                 self.waiting.insert(c.name.clone(), ("CreateContainerError".into(), msg));
                 return Some(Instant::now() + Duration::from_secs(2));
             }
         };
-        self.shared.recorder.record(&container_ref(pod, &c.name), Normal, "Created", &format!("Created container: {}", c.name)).await;
+        self.shared.event(&container_ref(pod, &c.name), Normal, "Created", &format!("Created container: {}", c.name));
         if let Err(e) = rt.start_container(cri::StartContainerRequest { container_id: id.clone() }).await {
             let msg = e.to_string();
-            self.shared.recorder.record(&container_ref(pod, &c.name), Warning, "Failed", &format!("Error: {msg}")).await;
+            self.shared.event(&container_ref(pod, &c.name), Warning, "Failed", &format!("Error: {msg}"));
             self.waiting.insert(c.name.clone(), ("RunContainerError".into(), msg));
             return Some(Instant::now() + Duration::from_secs(2));
         }
-        self.shared.recorder.record(&container_ref(pod, &c.name), Normal, "Started", &format!("Started container {}", c.name)).await;
+        self.shared.event(&container_ref(pod, &c.name), Normal, "Started", &format!("Started container {}", c.name));
         self.waiting.remove(&c.name);
         if let Some(h) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) {
             let target = self.probe_target(c, &id);
             if let Err(f) = super::hooks::run_hook(rt.as_ref(), h, &target, Duration::from_secs(30)).await {
                 let msg = f.event_message(&c.name, &pod_desc(pod));
-                self.shared.recorder.record(&container_ref(pod, &c.name), Warning, "FailedPostStartHook", &msg).await;
+                self.shared.event(&container_ref(pod, &c.name), Warning, "FailedPostStartHook", &msg);
                 let _ = rt.stop_container(cri::StopContainerRequest { container_id: id.clone(), timeout: 0 }).await;
             }
         }
@@ -701,7 +698,7 @@ impl Worker {
     async fn on_probe(&mut self, u: ProbeUpdate) {
         if let Some(ev) = u.event() {
             if let Some(r) = self.current_pod_ref(&u.container_name) {
-                self.shared.recorder.record(&r, Warning, ev.reason, &ev.message).await;
+                self.shared.event(&r, Warning, ev.reason, &ev.message);
             }
         }
         let result = match u.result {
@@ -723,7 +720,7 @@ impl Worker {
         } else {
             format!("Container {} failed liveness probe, will be restarted", c.name)
         };
-        self.shared.recorder.record(&container_ref(pod, &c.name), Normal, "Killing", &msg).await;
+        self.shared.event(&container_ref(pod, &c.name), Normal, "Killing", &msg);
         self.stop_probes(&c.name);
         self.probe_results.retain(|(id, _), _| id != &s.id);
         let grace = pod.spec.as_ref().and_then(|sp| sp.termination_grace_period_seconds).unwrap_or(30);
@@ -738,7 +735,7 @@ impl Worker {
             let budget = Duration::from_secs(grace.max(1) as u64);
             if let Err(f) = super::hooks::run_hook(self.shared.runtime.as_ref(), h, &target, budget).await {
                 let msg = f.event_message(&c.name, &pod_desc(pod));
-                self.shared.recorder.record(&container_ref(pod, &c.name), Warning, "FailedPreStopHook", &msg).await;
+                self.shared.event(&container_ref(pod, &c.name), Warning, "FailedPreStopHook", &msg);
             }
         }
         let left = (grace - started.elapsed().as_secs() as i64).max(2);
@@ -754,7 +751,7 @@ impl Worker {
             self.stop_probes(&c.name);
             if let Some((Some(s), _)) = self.runtime.get(&c.name) {
                 if is_state(s, cri::ContainerState::ContainerRunning) || is_state(s, cri::ContainerState::ContainerCreated) {
-                    self.shared.recorder.record(&container_ref(pod, &c.name), Normal, "Killing", &format!("Stopping container {}", c.name)).await;
+                    self.shared.event(&container_ref(pod, &c.name), Normal, "Killing", &format!("Stopping container {}", c.name));
                     stops.push((c.clone(), s.id.clone()));
                 }
             }

@@ -112,7 +112,12 @@ pub async fn serve(config: ServerConfig, cancel: CancellationToken) -> Result<Ku
     Ok(KubeletServer { local_addr, task })
 }
 
-async fn accept_loop(listener: TcpListener, acceptor: TlsAcceptor, rt: Arc<dyn RuntimeService>, cancel: CancellationToken) {
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    rt: Arc<dyn RuntimeService>,
+    cancel: CancellationToken,
+) {
     loop {
         let (tcp, remote) = tokio::select! {
             _ = cancel.cancelled() => return,
@@ -290,7 +295,8 @@ async fn container_logs(
     query: &str,
 ) -> Response<Body> {
     let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
-    let opts = match LogOptions::from_query(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())), jiff::Timestamp::now()) {
+    let opts = match LogOptions::from_query(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())), jiff::Timestamp::now())
+    {
         Ok(o) => o,
         Err(e) => return text(StatusCode::BAD_REQUEST, &e.to_string()),
     };
@@ -298,11 +304,11 @@ async fn container_logs(
         Ok(c) => c,
         Err(e) => return text(status_of(e.status()), &e.to_string()),
     };
-    let status = match rt.container_status(cri::ContainerStatusRequest { container_id: c.id.clone(), verbose: false }).await
-    {
-        Ok(r) => r.status.unwrap_or_default(),
-        Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
-    };
+    let status =
+        match rt.container_status(cri::ContainerStatusRequest { container_id: c.id.clone(), verbose: false }).await {
+            Ok(r) => r.status.unwrap_or_default(),
+            Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+        };
     if status.log_path.is_empty() {
         return text(StatusCode::BAD_REQUEST, &format!("container {container:?} in pod {pod:?} has no log file"));
     }

@@ -119,7 +119,11 @@ pub async fn running_container(
 }
 
 /// The pod's ready sandbox, for port-forward.
-pub async fn ready_sandbox(rt: &dyn RuntimeService, namespace: &str, pod: &str) -> Result<cri::PodSandbox, ResolveError> {
+pub async fn ready_sandbox(
+    rt: &dyn RuntimeService,
+    namespace: &str,
+    pod: &str,
+) -> Result<cri::PodSandbox, ResolveError> {
     let sb = sandbox(rt, namespace, pod).await?;
     if sb.state() != cri::PodSandboxState::SandboxReady {
         return Err(ResolveError::SandboxNotReady { pod: pod.to_string() });

@@ -38,7 +38,8 @@ impl TestPki {
     }
 
     fn serving(&self) -> Pair {
-        let mut p = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).expect("sans");
+        let mut p =
+            rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).expect("sans");
         p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
         self.sign(p)
     }
@@ -65,7 +66,9 @@ impl TestPki {
             .with_root_certificates(roots);
         let mut cfg = match client {
             Some(p) => {
-                let chain = CertificateDer::pem_slice_iter(p.cert_pem.as_bytes()).collect::<Result<Vec<_>, _>>().expect("chain");
+                let chain = CertificateDer::pem_slice_iter(p.cert_pem.as_bytes())
+                    .collect::<Result<Vec<_>, _>>()
+                    .expect("chain");
                 let key = PrivateKeyDer::from_pem_slice(p.key_pem.as_bytes()).expect("key");
                 b.with_client_auth_cert(chain, key).expect("client auth")
             }
@@ -144,7 +147,13 @@ impl Harness {
 
     /// Creates (and starts, if `start`) instance `attempt` of container `app`, whose log file
     /// holds `log`.
-    async fn container(&self, sandbox: &(String, cri::PodSandboxConfig), attempt: u32, log: &str, start: bool) -> String {
+    async fn container(
+        &self,
+        sandbox: &(String, cri::PodSandboxConfig),
+        attempt: u32,
+        log: &str,
+        start: bool,
+    ) -> String {
         let (sandbox_id, sandbox_config) = sandbox;
         let mut labels = sandbox_config.labels.clone();
         labels.insert("io.kubernetes.container.name".into(), "app".into());
@@ -190,7 +199,13 @@ impl Harness {
         sender
     }
 
-    async fn request(&self, client: Option<&Pair>, method: Method, path: &str, headers: &[(&str, &str)]) -> Response<Incoming> {
+    async fn request(
+        &self,
+        client: Option<&Pair>,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> Response<Incoming> {
         let mut sender = self.connect(client).await;
         let mut b = Request::builder().method(method).uri(path).header("host", "127.0.0.1");
         for (k, v) in headers {

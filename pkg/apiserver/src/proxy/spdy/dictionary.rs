@@ -1,7 +1,8 @@
 //! The SPDY/3 header compression dictionary (draft 3, section 2.6.10.1): the zlib
 //! preset dictionary both directions use for header blocks.
 
-pub(crate) const DICTIONARY: &[u8] = b"\0\0\0\x07options\0\0\0\x04head\0\0\0\x04post\0\0\0\x03put\0\0\0\x06delete\0\0\0\x05trace\0\0\0\x06a\
+pub(crate) const DICTIONARY: &[u8] =
+    b"\0\0\0\x07options\0\0\0\x04head\0\0\0\x04post\0\0\0\x03put\0\0\0\x06delete\0\0\0\x05trace\0\0\0\x06a\
     ccept\0\0\0\x0eaccept-charset\0\0\0\x0faccept-encoding\0\0\0\x0faccept-language\0\0\0\x0daccept-rang\
     es\0\0\0\x03age\0\0\0\x05allow\0\0\0\x0dauthorization\0\0\0\x0dcache-control\0\0\0\x0aconnection\0\0\
     \0\x0ccontent-base\0\0\0\x10content-encoding\0\0\0\x10content-language\0\0\0\x0econtent-length\0\0\0\

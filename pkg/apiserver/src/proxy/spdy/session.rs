@@ -19,9 +19,19 @@ const BATCH: usize = 16;
 /// What the peer did.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Event {
-    Reply { stream_id: u32, fin: bool },
-    Data { stream_id: u32, data: Bytes, fin: bool },
-    Reset { stream_id: u32, status: u32 },
+    Reply {
+        stream_id: u32,
+        fin: bool,
+    },
+    Data {
+        stream_id: u32,
+        data: Bytes,
+        fin: bool,
+    },
+    Reset {
+        stream_id: u32,
+        status: u32,
+    },
     GoAway,
     /// The connection ended, with the error that ended it if any.
     Closed(Option<String>),

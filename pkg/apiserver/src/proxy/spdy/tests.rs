@@ -69,7 +69,10 @@ fn every_frame_type_round_trips_through_one_compression_context() {
 fn header_names_go_out_lower_case() {
     let f = Frame::SynReply { stream_id: 1, flags: 0, headers: h(&[("X-Stream-Protocol-Version", "v4")]) };
     let out = roundtrip(&[f]);
-    assert_eq!(out, vec![Frame::SynReply { stream_id: 1, flags: 0, headers: h(&[("x-stream-protocol-version", "v4")]) }]);
+    assert_eq!(
+        out,
+        vec![Frame::SynReply { stream_id: 1, flags: 0, headers: h(&[("x-stream-protocol-version", "v4")]) }]
+    );
 }
 
 #[test]
@@ -104,10 +107,18 @@ fn decodes_header_blocks_compressed_by_another_zlib() {
     let second = decode(&mut dec, &mut wire).expect("decode").expect("frame");
     assert_eq!(
         first,
-        Frame::SynStream { stream_id: 1, associated_to: 0, priority: 0, flags: 0, headers: h(&[("streamtype", "error")]) }
+        Frame::SynStream {
+            stream_id: 1,
+            associated_to: 0,
+            priority: 0,
+            flags: 0,
+            headers: h(&[("streamtype", "error")])
+        }
     );
     assert_eq!(header(&h(&[("streamtype", "stdout")]), "streamType"), Some("stdout"));
-    assert!(matches!(second, Frame::SynStream { stream_id: 3, ref headers, .. } if header(headers, "streamType") == Some("stdout")));
+    assert!(
+        matches!(second, Frame::SynStream { stream_id: 3, ref headers, .. } if header(headers, "streamType") == Some("stdout"))
+    );
 }
 
 #[test]
