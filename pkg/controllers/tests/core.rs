@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-const CONTROLLERS: &str = "namespace,serviceaccount,garbagecollector,endpointslice,nodelifecycle,disruption";
+/// The server's own controller manager is off: only the controllers under test act.
+const DISABLED: &str = "controllers";
 
 fn k1s_binary() -> PathBuf {
     if let Ok(p) = std::env::var("K1S_BIN") {
@@ -54,7 +55,7 @@ impl Server {
             .arg("--disable-agent")
             .arg("--https-listen-port=0")
             .arg("--bind-address=127.0.0.1")
-            .arg(format!("--disable={CONTROLLERS}"))
+            .arg(format!("--disable={DISABLED}"))
             .arg(format!("--config={}", dir.path().join("config.yaml").display()))
             .arg(format!("--data-dir={}", dir.path().join("data").display()))
             .arg(format!("--write-kubeconfig={}", dir.path().join("kubeconfig.yaml").display()))
@@ -139,7 +140,7 @@ fn uuid_like() -> String {
 /// The controllers under test, running until dropped.
 struct Controllers {
     cancel: CancellationToken,
-    tasks: Vec<JoinHandle<()>>,
+    tasks: Vec<(&'static str, JoinHandle<()>)>,
 }
 
 impl Controllers {
@@ -152,12 +153,12 @@ impl Controllers {
             root_ca_pem,
         });
         let tasks = vec![
-            tokio::spawn(namespace::run(ctx.clone())),
-            tokio::spawn(service_account::run(ctx.clone())),
-            tokio::spawn(garbage_collector::run(ctx.clone())),
-            tokio::spawn(endpointslice::run(ctx.clone())),
-            tokio::spawn(node_lifecycle::run_with(ctx.clone(), node_config)),
-            tokio::spawn(disruption::run(ctx)),
+            ("namespace", tokio::spawn(namespace::run(ctx.clone()))),
+            ("serviceaccount", tokio::spawn(service_account::run(ctx.clone()))),
+            ("garbagecollector", tokio::spawn(garbage_collector::run(ctx.clone()))),
+            ("endpointslice", tokio::spawn(endpointslice::run(ctx.clone()))),
+            ("nodelifecycle", tokio::spawn(node_lifecycle::run_with(ctx.clone(), node_config))),
+            ("disruption", tokio::spawn(disruption::run(ctx))),
         ];
         Controllers { cancel, tasks }
     }
@@ -165,11 +166,10 @@ impl Controllers {
     /// Cancels and checks that every controller returns promptly.
     async fn stop(self) {
         self.cancel.cancel();
-        for t in self.tasks {
-            tokio::time::timeout(Duration::from_secs(10), t)
-                .await
-                .expect("a controller did not return after cancellation")
-                .expect("controller task panicked");
+        for (name, t) in self.tasks {
+            let res = tokio::time::timeout(Duration::from_secs(10), t).await;
+            let res = res.unwrap_or_else(|_| panic!("the {name} controller did not return after cancellation"));
+            res.unwrap_or_else(|e| panic!("the {name} controller panicked: {e}"));
         }
     }
 }
@@ -189,7 +189,15 @@ where
     }
 }
 
+/// Controller logs on stderr when `K1S_TEST_LOG` is set (e.g. `k1s_controllers=debug`).
+fn init_logs() {
+    if let Ok(filter) = std::env::var("K1S_TEST_LOG") {
+        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+    }
+}
+
 async fn setup() -> (Server, kube::Client, Controllers) {
+    init_logs();
     let mut server = Server::start();
     let client = server.client().await;
     let controllers = Controllers::start(&client, server.root_ca(), node_lifecycle::Config::default());
@@ -566,6 +574,7 @@ fn taint_keys(node: &Node) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_node_whose_lease_stops_goes_unknown_and_tainted() {
+    init_logs();
     let mut server = Server::start();
     let client = server.client().await;
     let config = node_lifecycle::Config {

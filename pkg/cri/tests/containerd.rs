@@ -159,6 +159,19 @@ async fn pod_lifecycle(cri: RemoteRuntime, image: String, created: Created, log_
     let url = url.await.expect("Exec").url;
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
 
+    let filter = ContainerFilter { pod_sandbox_id: sandbox.clone(), ..Default::default() };
+    let listed = cri.list_containers(ListContainersRequest { filter: Some(filter) }).await.expect("ListContainers");
+    assert_eq!(listed.containers.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), vec![id.as_str()]);
+    let stats = cri.container_stats(ContainerStatsRequest { container_id: id.clone() }).await.expect("ContainerStats");
+    assert_eq!(stats.stats.and_then(|s| s.attributes).map(|a| a.id), Some(id.clone()));
+    let fs = cri.image_fs_info(ImageFsInfoRequest {}).await.expect("ImageFsInfo");
+    assert!(!fs.image_filesystems.is_empty());
+    // Newer RPCs: containerd 1.6 answers Unimplemented, which callers must tolerate.
+    match cri.runtime_config(RuntimeConfigRequest {}).await {
+        Ok(config) => assert!(config.linux.is_some()),
+        Err(err) => assert!(err.is_unimplemented(), "{err}"),
+    }
+
     let log = std::fs::read_to_string(format!("{log_dir}/app/0.log")).expect("container log file");
     assert!(log.lines().any(|line| line.ends_with(" stdout F hi")), "CRI log format: {log:?}");
 

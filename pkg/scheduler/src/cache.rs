@@ -266,12 +266,13 @@ impl Cache {
         Some(ClusterEvent::AssignedPodDelete)
     }
 
-    /// Drops pods not in `seen` (after a re-list), except the ones being bound.
+    /// Drops pods not in `seen` (after a re-list), except the ones still being bound. (A pod
+    /// whose binding the API accepted but a re-list no longer shows was deleted meanwhile.)
     pub fn retain_pods(&mut self, seen: &HashSet<String>) -> bool {
         let gone: Vec<String> = self
             .pods
             .iter()
-            .filter(|(uid, c)| !c.assumed && !seen.contains(*uid))
+            .filter(|(uid, c)| (!c.assumed || c.binding_finished) && !seen.contains(*uid))
             .map(|(uid, _)| uid.clone())
             .collect();
         self.nominated.retain(|uid, _| seen.contains(uid));

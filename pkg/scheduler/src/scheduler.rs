@@ -71,16 +71,13 @@ enum Nomination {
     Clear,
 }
 
-/// What to do for a pod that found no node.
+/// What to report (`PodScheduled=False`, reason `Unschedulable`) and do for a pod that found
+/// no node.
 #[derive(Debug)]
 struct Failure {
-    /// `Unschedulable` or `SchedulerError`.
-    reason: &'static str,
     message: String,
     nomination: Nomination,
     preemption: Option<(Candidate, Vec<Arc<PodInfo>>)>,
-    /// Retry after back-off instead of waiting for a cluster event.
-    error: bool,
     plugins: BTreeSet<crate::filters::Plugin>,
 }
 
@@ -394,14 +391,17 @@ impl<A: SchedulerApi> Scheduler<A> {
                 tracing::debug!(pod = %format!("{}/{}", pod.namespace, pod.name), node, "assumed");
                 return Some(tokio::spawn(self.clone().bind(pod, node)));
             }
-            Err(ScheduleError::NoNodes) => Failure {
-                reason: "SchedulerError",
-                message: ERR_NO_NODES.into(),
-                nomination: Nomination::Keep,
-                preemption: None,
-                error: true,
-                plugins: BTreeSet::new(),
-            },
+            // Upstream counts this as unschedulable (unresolvable), not as an error: the pod
+            // waits for a node to appear.
+            Err(ScheduleError::NoNodes) => {
+                st.cache.set_nominated(&pod, None);
+                Failure {
+                    message: ERR_NO_NODES.into(),
+                    nomination: Nomination::Clear,
+                    preemption: None,
+                    plugins: BTreeSet::new(),
+                }
+            }
             Err(ScheduleError::Fit(fit)) => {
                 let mut message = fit.message();
                 let plugins = fit.plugins();
@@ -423,7 +423,7 @@ impl<A: SchedulerApi> Scheduler<A> {
                         }
                     }
                 };
-                Failure { reason: "Unschedulable", message, nomination, preemption, error: false, plugins }
+                Failure { message, nomination, preemption, plugins }
             }
         };
         drop(st);
@@ -514,7 +514,7 @@ impl<A: SchedulerApi> Scheduler<A> {
                 }
             }
         }
-        if let Some(patch) = unschedulable_patch(&pod.pod, f.reason, &f.message, &f.nomination) {
+        if let Some(patch) = unschedulable_patch(&pod.pod, "Unschedulable", &f.message, &f.nomination) {
             if let Err(e) = self.api.patch_status(&r, patch).await {
                 if !e.is_not_found() {
                     tracing::warn!(error = %e, "updating PodScheduled failed");
@@ -522,14 +522,7 @@ impl<A: SchedulerApi> Scheduler<A> {
             }
         }
         self.api.event(&r, EventType::Warning, "FailedScheduling", &f.message).await;
-        {
-            let mut st = self.lock();
-            if f.error {
-                st.queue.requeue_error(&pod.uid, Instant::now());
-            } else {
-                st.queue.requeue_unschedulable(&pod.uid, f.plugins, Instant::now());
-            }
-        }
+        self.lock().queue.requeue_unschedulable(&pod.uid, f.plugins, Instant::now());
         self.wake.notify_one();
     }
 
@@ -697,6 +690,21 @@ mod tests {
         s.on_node(Event::Apply(node("large", "8", "16Gi").build()));
         let calls = schedule(&s).await;
         assert_eq!(calls[0], Call::Bind("big".into(), "large".into()));
+    }
+
+    #[tokio::test]
+    async fn with_no_nodes_the_pod_waits_for_the_first_one() {
+        let s = synced_scheduler();
+        s.on_pod(Event::Apply(pod("early").build()));
+        let calls = schedule(&s).await;
+        assert_eq!(
+            condition(&calls[0]),
+            Some(("early".into(), "False".into(), Some("Unschedulable".into()), Some(ERR_NO_NODES.into())))
+        );
+        assert!(s.schedule_one().is_none());
+        s.on_node(Event::Apply(node("n1", "1", "1Gi").build()));
+        let calls = schedule(&s).await;
+        assert_eq!(calls[0], Call::Bind("early".into(), "n1".into()));
     }
 
     #[tokio::test]

@@ -124,14 +124,12 @@ impl Cluster {
         .await
     }
 
-    /// Waits for `PodScheduled=False` with reason `Unschedulable` and returns the message. (A
-    /// pod created before the scheduler has seen any node first fails with `SchedulerError`.)
+    /// Waits for `PodScheduled=False` with reason `Unschedulable` after nodes were considered,
+    /// and returns the message. (A pod created before the scheduler has seen any node first
+    /// reports `no nodes available to schedule pods`.)
     async fn unschedulable(&self, name: &str) -> String {
         eventually(Duration::from_secs(20), &format!("pod {name} to be unschedulable"), || async {
-            let p = self.pod(name).await;
-            let c = scheduled_condition(&p)
-                .filter(|c| c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))?;
-            Some(c.message.unwrap_or_default())
+            unschedulable_message(&self.pod(name).await)
         })
         .await
     }
@@ -173,6 +171,12 @@ where
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// The `PodScheduled=False` message of a pod rejected by every node it was checked against.
+fn unschedulable_message(p: &Pod) -> Option<String> {
+    let c = scheduled_condition(p).filter(|c| c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))?;
+    c.message.filter(|m| m.starts_with("0/"))
 }
 
 fn node_of(p: &Pod) -> Option<String> {
@@ -357,9 +361,7 @@ async fn pod_anti_affinity_keeps_replicas_apart() {
             if let Some(n) = node_of(&p) {
                 return Some(Ok(n));
             }
-            scheduled_condition(&p)
-                .filter(|c| c.reason.as_deref() == Some("Unschedulable"))
-                .map(|c| Err(c.message.unwrap_or_default()))
+            unschedulable_message(&p).map(Err)
         })
         .await;
         match got {

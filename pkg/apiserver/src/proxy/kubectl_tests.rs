@@ -8,7 +8,7 @@ use super::spdy::{decode, encode, header, Frame, HeaderDecoder, HeaderEncoder, F
 use crate::{KubeletClientConfig, TlsMaterial};
 use bytes::{Bytes, BytesMut};
 use http::{header as h, HeaderValue, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
@@ -220,7 +220,9 @@ async fn kubelet_request(mut req: Request<Incoming>) -> Response<Full<Bytes>> {
         .collect();
     match path.as_str() {
         "/containerLogs/default/web/app" => text(StatusCode::OK, &format!("query={raw_query}\nline 1\nline 2\n")),
-        "/containerLogs/default/gone/app" => text(StatusCode::BAD_REQUEST, "container \"app\" in pod \"gone\" is not available"),
+        "/containerLogs/default/gone/app" => {
+            text(StatusCode::BAD_REQUEST, "container \"app\" in pod \"gone\" is not available")
+        }
         "/exec/default/gone/app" => text(StatusCode::BAD_REQUEST, "container not found (\"app\")"),
         "/exec/default/web/app" if protocols.iter().any(|p| p == "v4.channel.k8s.io") => {
             let up = hyper::upgrade::on(&mut req);
@@ -249,9 +251,11 @@ async fn fake_kubelet(ca: &Ca, serving: &Pair) -> SocketAddr {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     roots.add(CertificateDer::from_pem_slice(ca.pem.as_bytes()).expect("ca")).expect("root");
-    let verifier =
-        rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone()).build().expect("v");
-    let chain = CertificateDer::pem_slice_iter(serving.cert_pem.as_bytes()).collect::<Result<Vec<_>, _>>().expect("pem");
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .expect("v");
+    let chain =
+        CertificateDer::pem_slice_iter(serving.cert_pem.as_bytes()).collect::<Result<Vec<_>, _>>().expect("pem");
     let key = PrivateKeyDer::from_pem_slice(serving.key_pem.as_bytes()).expect("key");
     let cfg = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -267,7 +271,8 @@ async fn fake_kubelet(ca: &Ca, serving: &Pair) -> SocketAddr {
             let acceptor = acceptor.clone();
             tokio::spawn(async move {
                 let Ok(tls) = acceptor.accept(tcp).await else { return };
-                let svc = hyper::service::service_fn(|req| async move { Ok::<_, Infallible>(kubelet_request(req).await) });
+                let svc =
+                    hyper::service::service_fn(|req| async move { Ok::<_, Infallible>(kubelet_request(req).await) });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(tls), svc)
                     .with_upgrades()
@@ -416,7 +421,10 @@ async fn kubectl_logs_go_through_to_the_kubelet() {
     assert_eq!(out.lines().next(), Some("query=follow=true&timestamps=true&tailLines=5&limitBytes=100"));
     let gone = c.kubectl(&["logs", "gone"]).await;
     assert!(!gone.status.success());
-    assert_eq!(stderr(&gone).trim(), "Error from server (BadRequest): container \"app\" in pod \"gone\" is not available");
+    assert_eq!(
+        stderr(&gone).trim(),
+        "Error from server (BadRequest): container \"app\" in pod \"gone\" is not available"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -571,8 +571,7 @@ mod tests {
 
     #[test]
     fn templates_compare_equal_ignoring_the_hash_label_and_empty_collections() {
-        let mut a = PodTemplateSpec::default();
-        a.metadata = Some(Default::default());
+        let a = PodTemplateSpec { metadata: Some(Default::default()), spec: None };
         let mut b = a.clone();
         b.metadata.as_mut().expect("meta").labels = Some([(POD_TEMPLATE_HASH.to_string(), "abc".to_string())].into());
         assert!(equal_ignore_hash(&a, &b));

@@ -354,8 +354,12 @@ pub async fn run(ctx: Arc<Context>) {
                 if !workers_started {
                     workers_started = true;
                     let s = shared.clone();
+                    let stop = cancel.clone();
                     tasks.push(tokio::spawn(async move {
-                        s.wait_synced().await;
+                        tokio::select! {
+                            _ = stop.cancelled() => return,
+                            _ = s.wait_synced() => {}
+                        }
                         tracing::info!(
                             objects = s.graph.lock().map(|g| g.len()).unwrap_or(0),
                             "garbage collector synced"

@@ -209,7 +209,7 @@ pub async fn reconcile(set: Arc<StatefulSet>, ctl: Arc<Controller>) -> Result<Ac
         match step {
             Step::CreateRevision(rev) => {
                 let rname = rev.name_any();
-                match rev_api.create(&PostParams::default(), &rev).await {
+                match rev_api.create(&PostParams::default(), &*rev).await {
                     Ok(_) => {}
                     Err(e) if is_code(&e, 409) => {
                         let existing =
@@ -243,7 +243,7 @@ pub async fn reconcile(set: Arc<StatefulSet>, ctl: Arc<Controller>) -> Result<Ac
             }
             Step::CreateClaim { claim, pod } => {
                 let cname = claim.name_any();
-                match claim_api.create(&PostParams::default(), &claim).await {
+                match claim_api.create(&PostParams::default(), &*claim).await {
                     Ok(_) => {
                         let msg = format!("create Claim {cname} Pod {pod} in StatefulSet {name} success");
                         ctl.recorder.record(&sref, EventType::Normal, "SuccessfulCreate", &msg).await;
@@ -266,7 +266,7 @@ pub async fn reconcile(set: Arc<StatefulSet>, ctl: Arc<Controller>) -> Result<Ac
             }
             Step::CreatePod(pod) => {
                 let pname = pod.name_any();
-                match pod_api.create(&PostParams::default(), &pod).await {
+                match pod_api.create(&PostParams::default(), &*pod).await {
                     Ok(_) => {
                         let msg = format!("create Pod {pname} in StatefulSet {name} successful");
                         ctl.recorder.record(&sref, EventType::Normal, "SuccessfulCreate", &msg).await;
@@ -292,7 +292,7 @@ pub async fn reconcile(set: Arc<StatefulSet>, ctl: Arc<Controller>) -> Result<Ac
                 }
             },
             Step::UpdateStatus(status) => {
-                latest.status = Some(status);
+                latest.status = Some(*status);
                 latest = sets
                     .replace_status(&name, &PostParams::default(), &latest)
                     .await

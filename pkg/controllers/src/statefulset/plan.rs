@@ -19,13 +19,13 @@ pub const REVISION_LABEL: &str = "controller-revision-hash";
 /// One thing to do, in order.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Step {
-    CreateRevision(ControllerRevision),
+    CreateRevision(Box<ControllerRevision>),
     /// Re-number an existing revision (the template went back to it).
-    UpdateRevision(ControllerRevision),
+    UpdateRevision(Box<ControllerRevision>),
     DeleteRevision(String),
     /// Create a claim for `pod`.
     CreateClaim {
-        claim: PersistentVolumeClaim,
+        claim: Box<PersistentVolumeClaim>,
         pod: String,
     },
     /// Make `owner` an owner of the claim (retention policy `whenScaled: Delete`).
@@ -33,9 +33,9 @@ pub enum Step {
         claim: String,
         owner: OwnerReference,
     },
-    CreatePod(Pod),
+    CreatePod(Box<Pod>),
     DeletePod(String),
-    UpdateStatus(StatefulSetStatus),
+    UpdateStatus(Box<StatefulSetStatus>),
 }
 
 /// The decisions of one sync.
@@ -209,12 +209,12 @@ pub fn plan(o: &Observed<'_>) -> Plan {
         Some(i) => {
             let mut r = revisions[i].clone();
             r.revision = history::max_revision(&revisions) + 1;
-            steps.push(Step::UpdateRevision(r.clone()));
+            steps.push(Step::UpdateRevision(Box::new(r.clone())));
             revisions[i] = r.clone();
             r
         }
         None => {
-            steps.push(Step::CreateRevision(candidate.clone()));
+            steps.push(Step::CreateRevision(Box::new(candidate.clone())));
             revisions.push(candidate.clone());
             candidate
         }
@@ -244,7 +244,7 @@ pub fn plan(o: &Observed<'_>) -> Plan {
             None => {}
         }
     }
-    condemned.sort_by(|a, b| b.0.cmp(&a.0));
+    condemned.sort_by_key(|c| std::cmp::Reverse(c.0));
     let min_ready = min_ready(set);
     let monotonic = !is_parallel(set);
 
@@ -312,10 +312,10 @@ pub fn plan(o: &Observed<'_>) -> Plan {
                 let pod_name = pod.metadata.name.clone().unwrap_or_default();
                 for claim in claims_for(set, ord) {
                     if !o.claims.contains(claim.metadata.name.as_ref().unwrap_or(&String::new())) {
-                        steps.push(Step::CreateClaim { claim, pod: pod_name.clone() });
+                        steps.push(Step::CreateClaim { claim: Box::new(claim), pod: pod_name.clone() });
                     }
                 }
-                steps.push(Step::CreatePod(pod));
+                steps.push(Step::CreatePod(Box::new(pod)));
                 if monotonic {
                     blocked = true;
                     break;
@@ -335,7 +335,7 @@ pub fn plan(o: &Observed<'_>) -> Plan {
                 for claim in claims_for(set, ord) {
                     if !o.claims.contains(claim.metadata.name.as_ref().unwrap_or(&String::new())) {
                         let pod_name = p.metadata.name.clone().unwrap_or_default();
-                        steps.push(Step::CreateClaim { claim, pod: pod_name });
+                        steps.push(Step::CreateClaim { claim: Box::new(claim), pod: pod_name });
                     }
                 }
                 if !is_healthy(p, min_ready, o.now) {
@@ -434,7 +434,7 @@ pub fn plan(o: &Observed<'_>) -> Plan {
     }
 
     if Some(&st) != set.status.as_ref() {
-        steps.push(Step::UpdateStatus(st));
+        steps.push(Step::UpdateStatus(Box::new(st)));
     }
     Plan { steps, requeue_after: requeue }
 }
@@ -510,7 +510,7 @@ mod tests {
     fn first_revision(s: &StatefulSet) -> ControllerRevision {
         let p = plan(&Observed { set: s, pods: vec![], revisions: vec![], claims: vec![], now: ts(NOW) });
         match &p.steps[0] {
-            Step::CreateRevision(r) => r.clone(),
+            Step::CreateRevision(r) => (**r).clone(),
             other => panic!("expected a revision first, got {other:?}"),
         }
     }
@@ -650,11 +650,11 @@ mod tests {
             ru.partition = Some(2);
         }
         let new_rev = match &p.steps[0] {
-            Step::CreateRevision(r) => r.clone(),
+            Step::CreateRevision(r) => (**r).clone(),
             _ => unreachable!(),
         };
         let nn = new_rev.metadata.name.clone().unwrap_or_default();
-        let updated = vec![running(&s, &on, 0), running(&s, &on, 1), running(&s2, &nn, 2)];
+        let updated = [running(&s, &on, 0), running(&s, &on, 1), running(&s2, &nn, 2)];
         let p = plan(&Observed {
             set: &s2,
             pods: updated.iter().collect(),
@@ -664,7 +664,7 @@ mod tests {
         });
         assert!(!kinds(&p).iter().any(|k| k.starts_with("pod-")), "{:?}", kinds(&p));
         let st = match p.steps.last() {
-            Some(Step::UpdateStatus(st)) => st.clone(),
+            Some(Step::UpdateStatus(st)) => (**st).clone(),
             other => panic!("{other:?}"),
         };
         assert_eq!((st.current_replicas, st.updated_replicas), (Some(2), Some(1)));
@@ -686,7 +686,7 @@ mod tests {
             now: ts(NOW),
         });
         let st = match p.steps.as_slice() {
-            [Step::UpdateStatus(st)] => st.clone(),
+            [Step::UpdateStatus(st)] => (**st).clone(),
             other => panic!("{other:?}"),
         };
         assert_eq!((st.replicas, st.ready_replicas, st.current_replicas), (2, Some(2), Some(2)));

@@ -155,3 +155,37 @@ where
     }
     store.get(&r)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn cm(ns: &str, name: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta { name: Some(name.into()), namespace: Some(ns.into()), ..Default::default() },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn queued_keys_carry_namespace_and_name() {
+        let (q, mut rx) = Queue::<ConfigMap>::new();
+        q.add_obj(&cm("a", "x"));
+        let r = rx.try_recv().expect("queued");
+        assert_eq!((r.namespace.as_deref(), r.name.as_str()), (Some("a"), "x"));
+    }
+
+    #[test]
+    fn lookups_stay_within_the_namespace() {
+        let (reader, mut writer) = reflector::store::<ConfigMap>();
+        for (ns, name) in [("a", "x"), ("a", "y"), ("b", "x")] {
+            writer.apply_watcher_event(&Event::Apply(cm(ns, name)));
+        }
+        assert_eq!(list_in(&reader, "a", |_| true).len(), 2);
+        assert_eq!(list_in(&reader, "a", |c| c.metadata.name.as_deref() == Some("y")).len(), 1);
+        assert!(get(&reader, Some("b"), "x").is_some());
+        assert!(get(&reader, Some("b"), "y").is_none());
+    }
+}

@@ -352,7 +352,7 @@ pub(crate) mod tests {
         let ready = pod("ready", "n", "Running", Some("2024-05-01T10:00:00Z"), "2024-05-01T09:00:00Z");
         let newer = pod("newer", "n", "Running", None, "2024-05-01T11:00:00Z");
         let older = pod("older", "n", "Running", None, "2024-05-01T09:00:00Z");
-        let mut v = vec![&ready, &older, &newer];
+        let mut v = [&ready, &older, &newer];
         v.sort_by(|a, b| active_order(a, b));
         let names: Vec<_> = v.iter().map(|p| p.metadata.name.as_deref().unwrap_or_default()).collect();
         assert_eq!(names, ["newer", "older", "ready"]);

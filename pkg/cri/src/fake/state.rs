@@ -642,9 +642,9 @@ impl State {
             return Some(image);
         }
         let normalized = normalize(reference);
-        self.images.values().find(|image| {
-            image.repo_tags.iter().any(|t| *t == normalized) || image.repo_digests.iter().any(|d| *d == normalized)
-        })
+        self.images
+            .values()
+            .find(|image| image.repo_tags.contains(&normalized) || image.repo_digests.contains(&normalized))
     }
 
     /// Adds (or finds) the image `reference` names and returns its id.
