@@ -233,7 +233,10 @@ spec:
     let uid = p["metadata"]["uid"].as_str().expect("uid").to_string();
     let cid = container_status(&p)["containerID"].as_str().expect("containerID").trim_start_matches("containerd://").to_string();
     s.ok(&["delete", "pod", "graceful", "--wait=true", "--timeout=60s"]);
-    assert_eq!(std::fs::read_to_string(marker_dir.join("prestop")).expect("preStop ran").trim(), "stopped");
+    let marker = std::fs::read_to_string(marker_dir.join("prestop")).unwrap_or_else(|e| {
+        panic!("preStop did not run ({e}); events:\n{}\nserver log:\n{}", s.ok(&["get", "events"]), common::tail(&s.logs(), 40))
+    });
+    assert_eq!(marker.trim(), "stopped");
     let cg = format!("/sys/fs/cgroup/memory/k1s/pod{uid}");
     eventually(Duration::from_secs(20), "the pod cgroup to go", || (!std::path::Path::new(&cg).exists()).then_some(()));
     let ctr = |what: &str| {
@@ -273,4 +276,92 @@ fn restarting_k1s_keeps_running_containers_and_restart_counts() {
     assert_eq!(container_status(&after)["restartCount"], 0);
     assert_eq!(after["status"]["phase"], "Running");
     assert_eq!(condition(&after, "Ready"), "True");
+}
+
+#[test]
+fn logs_exec_and_port_forward_reach_the_container() {
+    use std::io::{BufRead, BufReader, Write};
+    let s = Server::start_node();
+    let manifest = format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: chatty}}
+spec:
+  containers:
+  - name: c
+    image: {IMAGE}
+    command: ["sh", "-c", "echo line1; echo line2; mkdir -p /www; echo hi-from-pod > /www/index.html; httpd -p 8080 -h /www; while true; do echo tick; sleep 1; done"]
+"#
+    );
+    s.ok_stdin(&["apply", "-f", "-"], &manifest);
+    wait_pod(&s, "chatty", "Running", 60, |p| p["status"]["phase"] == "Running");
+    let logs = eventually(Duration::from_secs(20), "logs", || {
+        let out = s.kubectl(&["logs", "chatty"]);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        text.contains("line2").then_some(text)
+    });
+    assert!(logs.starts_with("line1\nline2\n"), "{logs}");
+    // logs -f keeps streaming new lines.
+    let mut follow = s.kubectl_cmd(&["logs", "-f", "chatty", "--tail=1"]).stdout(std::process::Stdio::piped()).spawn().expect("logs -f");
+    let stdout = follow.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let mut ticks = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while ticks < 3 && std::time::Instant::now() < deadline {
+        if let Ok(l) = rx.recv_timeout(Duration::from_millis(500)) {
+            if l == "tick" {
+                ticks += 1;
+            }
+        }
+    }
+    let _ = follow.kill();
+    let _ = follow.wait();
+    assert!(ticks >= 3, "logs -f streamed only {ticks} ticks");
+    // exec: output and exit code.
+    let out = s.kubectl(&["exec", "chatty", "--", "sh", "-c", "echo hi; exit 3"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n");
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    // exec -i: stdin reaches the process and its end closes it.
+    let out = s.kubectl_stdin(&["exec", "-i", "chatty", "--", "sh", "-c", "tr a-z A-Z"], "piped input\n");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "PIPED INPUT\n");
+    // port-forward serves the pod's HTTP on a local port.
+    let mut pf = s
+        .kubectl_cmd(&["port-forward", "pod/chatty", ":8080"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("port-forward");
+    let mut line = String::new();
+    let mut pf_stdout = BufReader::new(pf.stdout.take().expect("stdout"));
+    pf_stdout.read_line(&mut line).expect("port-forward output");
+    // Keep draining: kubectl dies of SIGPIPE if it cannot print "Handling connection for …".
+    std::thread::spawn(move || for _ in pf_stdout.lines() {});
+    let port: u16 = line
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no local port in {line:?}"));
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to forwarded port");
+    conn.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    conn.write_all(b"GET /index.html HTTP/1.0\r\nHost: x\r\n\r\n").expect("request");
+    let mut body = String::new();
+    let _ = std::io::Read::read_to_string(&mut conn, &mut body);
+    let _ = pf.kill();
+    let pf_out = pf.wait_with_output().expect("port-forward output");
+    assert!(
+        body.contains("hi-from-pod"),
+        "response {body:?}; port-forward stderr: {}\nserver log:\n{}",
+        String::from_utf8_lossy(&pf_out.stderr),
+        common::tail(&s.logs(), 30)
+    );
 }

@@ -4,7 +4,6 @@
 //! registry and test images are set up by hack/registry.sh and hack/images.sh).
 
 #[path = "../tests/common/mod.rs"]
-#[allow(dead_code)]
 mod common;
 
 use futures::StreamExt;

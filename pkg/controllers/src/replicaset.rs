@@ -10,12 +10,13 @@
 //! [`calculate_status`]); [`reconcile`] gathers the inputs from the informer caches and carries
 //! the decisions out through the API.
 
+use crate::workloads::events::Batch;
 use crate::workloads::expectations::{self, Expectations};
 use crate::workloads::{driver, informer, owner, pods, selector, time};
 use crate::Context;
 use futures::future::join_all;
 use jiff::Timestamp;
-use k1s_runtime::events::{EventType, Recorder};
+use k1s_runtime::events::Recorder;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::{
     Pod, PodTemplateSpec, ReplicationController, ReplicationControllerCondition, ReplicationControllerStatus,
@@ -374,50 +375,73 @@ fn on_pod_change<K: Replicated>(
 
 /// Runs the ReplicaSet and ReplicationController controllers until `ctx.cancel` fires.
 pub async fn run(ctx: Arc<Context>) {
-    tokio::join!(run_kind::<ReplicaSet>(ctx.clone()), run_kind::<ReplicationController>(ctx));
-}
-
-async fn run_kind<K: Replicated>(ctx: Arc<Context>) {
     let client = ctx.client.clone();
-    let (queue, triggers) = informer::Queue::<K>::new();
-    let exp = Arc::new(Expectations::default());
-    let q = queue.clone();
-    let exp_owner = exp.clone();
-    let owners = informer::start(
-        K::COMPONENT,
-        Api::<K>::all(client.clone()),
-        watcher::Config::default(),
-        move |old: Option<&K>, new: Option<&K>| match (old, new) {
-            (_, Some(o)) => q.add_obj(o),
-            (Some(o), None) => exp_owner.forget(&expectations::key(
-                o.meta().namespace.as_deref(),
-                o.meta().name.as_deref().unwrap_or_default(),
-            )),
-            (None, None) => {}
-        },
-        ctx.cancel.clone(),
-    )
-    .await;
-    let Some(owners) = owners else { return };
-    let q = queue.clone();
-    let (owners_h, exp_h) = (owners.clone(), exp.clone());
-    let pods_store = informer::start(
+    let Some(rs) = Owners::<ReplicaSet>::start(&ctx).await else { return };
+    let Some(rc) = Owners::<ReplicationController>::start(&ctx).await else { return };
+    // One pod informer serves both kinds.
+    let (rs_h, rc_h) = (rs.handles(), rc.handles());
+    let Some(pods) = informer::start(
         "pods",
         Api::<Pod>::all(client.clone()),
         watcher::Config::default(),
-        move |old: Option<&Pod>, new: Option<&Pod>| on_pod_change(old, new, &owners_h, &exp_h, &q),
+        move |old: Option<&Pod>, new: Option<&Pod>| {
+            on_pod_change(old, new, &rs_h.0, &rs_h.1, &rs_h.2);
+            on_pod_change(old, new, &rc_h.0, &rc_h.1, &rc_h.2);
+        },
         ctx.cancel.clone(),
     )
-    .await;
-    let Some(pods_store) = pods_store else { return };
-    let controller = Arc::new(Controller {
-        client: client.clone(),
-        recorder: Recorder::new(client, K::COMPONENT, None),
-        pods: pods_store,
-        owners: owners.clone(),
-        expectations: exp,
-    });
-    driver::run(K::COMPONENT, owners, triggers, controller, reconcile::<K>, ctx.cancel.clone()).await;
+    .await
+    else {
+        return;
+    };
+    tokio::join!(rs.run(&ctx, pods.clone()), rc.run(&ctx, pods));
+}
+
+/// The owner informer, queue and expectations of one kind, before its pod informer exists.
+struct Owners<K: Replicated> {
+    store: Store<K>,
+    queue: informer::Queue<K>,
+    triggers: futures::channel::mpsc::UnboundedReceiver<kube::runtime::reflector::ObjectRef<K>>,
+    expectations: Arc<Expectations>,
+}
+
+impl<K: Replicated> Owners<K> {
+    async fn start(ctx: &Context) -> Option<Owners<K>> {
+        let (queue, triggers) = informer::Queue::<K>::new();
+        let expectations = Arc::new(Expectations::default());
+        let (q, exp) = (queue.clone(), expectations.clone());
+        let store = informer::start(
+            K::COMPONENT,
+            Api::<K>::all(ctx.client.clone()),
+            watcher::Config::default(),
+            move |old: Option<&K>, new: Option<&K>| match (old, new) {
+                (_, Some(o)) => q.add_obj(o),
+                (Some(o), None) => exp.forget(&expectations::key(
+                    o.meta().namespace.as_deref(),
+                    o.meta().name.as_deref().unwrap_or_default(),
+                )),
+                (None, None) => {}
+            },
+            ctx.cancel.clone(),
+        )
+        .await?;
+        Some(Owners { store, queue, triggers, expectations })
+    }
+
+    fn handles(&self) -> (Store<K>, Arc<Expectations>, informer::Queue<K>) {
+        (self.store.clone(), self.expectations.clone(), self.queue.clone())
+    }
+
+    async fn run(self, ctx: &Context, pods: Store<Pod>) {
+        let controller = Arc::new(Controller {
+            client: ctx.client.clone(),
+            recorder: Recorder::new(ctx.client.clone(), K::COMPONENT, None),
+            pods,
+            owners: self.store.clone(),
+            expectations: self.expectations,
+        });
+        driver::run(K::COMPONENT, self.store, self.triggers, controller, reconcile::<K>, ctx.cancel.clone()).await;
+    }
 }
 
 fn reference<K: Replicated>(o: &K) -> k8s_openapi::api::core::v1::ObjectReference {
@@ -556,38 +580,37 @@ async fn create_pods<K: Replicated>(
     ctl.expectations.expect_creations(key, n);
     let pod = pods::from_template(template, &ns, None, Some(format!("{name}-")), owner::controller_ref(rs));
     let pp = PostParams::default();
+    let mut events = Batch::default();
     let mut done = 0;
+    let mut error = None;
     for batch in slow_start_batches(n) {
         let results = join_all((0..batch).map(|_| api.create(&pp, &pod))).await;
-        let mut error = None;
         for r in results {
             match r {
                 Ok(p) => {
-                    let msg = format!("Created pod: {}", p.metadata.name.unwrap_or_default());
-                    ctl.recorder.record(&reference(rs), EventType::Normal, "SuccessfulCreate", &msg).await;
+                    events.normal("SuccessfulCreate", format!("Created pod: {}", p.metadata.name.unwrap_or_default()))
                 }
                 Err(e) => {
                     ctl.expectations.creation_observed(key);
                     if namespace_terminating(&e) {
                         continue;
                     }
-                    ctl.recorder
-                        .record(&reference(rs), EventType::Warning, "FailedCreate", &format!("Error creating: {e}"))
-                        .await;
+                    events.warning("FailedCreate", format!("Error creating: {e}"));
                     error.get_or_insert(e);
                 }
             }
         }
         done += batch;
-        if let Some(e) = error {
+        if error.is_some() {
             // Pods never attempted are not expected either.
             for _ in done..n {
                 ctl.expectations.creation_observed(key);
             }
-            return Err(e);
+            break;
         }
     }
-    Ok(())
+    events.record(&ctl.recorder, &reference(rs)).await;
+    error.map_or(Ok(()), Err)
 }
 
 async fn delete_pods<K: Replicated>(
@@ -602,26 +625,22 @@ async fn delete_pods<K: Replicated>(
     ctl.expectations.expect_deletions(key, keys.clone());
     let dp = DeleteParams::default();
     let results = join_all(names.iter().map(|n| api.delete(n, &dp))).await;
+    let mut events = Batch::default();
     let mut error = None;
     for ((n, k), r) in names.iter().zip(keys).zip(results) {
         match r {
-            Ok(_) => {
-                ctl.recorder
-                    .record(&reference(rs), EventType::Normal, "SuccessfulDelete", &format!("Deleted pod: {n}"))
-                    .await;
-            }
+            Ok(_) => events.normal("SuccessfulDelete", format!("Deleted pod: {n}")),
             Err(e) => {
                 ctl.expectations.deletion_observed(key, &k);
                 if matches!(&e, kube::Error::Api(s) if s.code == 404) {
                     continue;
                 }
-                ctl.recorder
-                    .record(&reference(rs), EventType::Warning, "FailedDelete", &format!("Error deleting: {e}"))
-                    .await;
+                events.warning("FailedDelete", format!("Error deleting: {e}"));
                 error.get_or_insert(e);
             }
         }
     }
+    events.record(&ctl.recorder, &reference(rs)).await;
     error.map_or(Ok(()), Err)
 }
 

@@ -9,7 +9,7 @@
 use k1s_controllers::Context;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod, ReplicationController};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use serde_json::json;
@@ -343,6 +343,47 @@ async fn workload_controllers_against_a_real_server() {
     assert_eq!(job_pods.len(), 2);
     assert!(job_pods.iter().all(|p| p.finalizers().is_empty()), "tracking finalizers are removed from counted pods");
 
+    // A finished Job with ttlSecondsAfterFinished: 0 is deleted.
+    let ttl: Job = serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "short-lived", "namespace": "default"},
+        "spec": {
+            "ttlSecondsAfterFinished": 0,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}
+        }
+    }))
+    .expect("job");
+    jobs.create(&PostParams::default(), &ttl).await.expect("create ttl job");
+    eventually(t, "finished job deleted after its TTL", || {
+        let jobs = jobs.clone();
+        async move { jobs.get_opt("short-lived").await.ok()?.is_none().then_some(()) }
+    })
+    .await;
+
+    // A ReplicationController of 2 (same logic as ReplicaSets, core kind).
+    let rcs: Api<ReplicationController> = Api::namespaced(client.clone(), "default");
+    let rc: ReplicationController = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ReplicationController",
+        "metadata": {"name": "legacy", "namespace": "default"},
+        "spec": {
+            "replicas": 2, "selector": {"app": "legacy"},
+            "template": {
+                "metadata": {"labels": {"app": "legacy"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]}
+            }
+        }
+    }))
+    .expect("replicationcontroller");
+    rcs.create(&PostParams::default(), &rc).await.expect("create replicationcontroller");
+    eventually(t, "replication controller ready", || {
+        let rcs = rcs.clone();
+        async move {
+            let s = rcs.get("legacy").await.ok()?.status?;
+            (s.replicas == 2 && s.ready_replicas == Some(2)).then_some(())
+        }
+    })
+    .await;
+
     // A StatefulSet of 2: ordered pods with stable names and one claim each.
     let sets: Api<StatefulSet> = Api::namespaced(client.clone(), "default");
     let sts: StatefulSet = serde_json::from_value(json!({
@@ -421,6 +462,25 @@ async fn workload_controllers_against_a_real_server() {
         Some(&json!("node-a"))
     );
 
+    // 100 replicas: how long until the pods exist, and until all are available.
+    let started = Instant::now();
+    deployments.patch("web", &PatchParams::default(), &Patch::Merge(&scale(100))).await.expect("scale 100");
+    eventually(t, "100 pods created", || {
+        let pods = pods.clone();
+        async move {
+            let l = pods.list(&ListParams::default().labels("app=web")).await.ok()?;
+            (l.items.len() >= 100).then_some(())
+        }
+    })
+    .await;
+    let created_in = started.elapsed();
+    eventually(Duration::from_secs(120), "100 available replicas", complete(100)).await;
+    eprintln!(
+        "deployment 2 ▶ 100 replicas: pods created in {:?}, all available in {:?} (simulated kubelet)",
+        created_in,
+        started.elapsed()
+    );
+
     // The CronJob's first Job appears at the next whole minute.
     let created = eventually(Duration::from_secs(90), "a job created by the cronjob", || {
         let jobs = jobs.clone();
@@ -439,6 +499,9 @@ async fn workload_controllers_against_a_real_server() {
     .await;
 
     cancel.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(10), controllers).await;
+    tokio::time::timeout(Duration::from_secs(10), controllers)
+        .await
+        .expect("controllers return once cancelled")
+        .expect("controllers task");
     let _ = kubelet.await;
 }

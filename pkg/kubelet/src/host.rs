@@ -94,6 +94,11 @@ pub fn pick_node_ip(v: &serde_json::Value) -> Option<IpAddr> {
     None
 }
 
+/// Total memory in bytes (for resource env vars and OOM score adjustment).
+pub fn memory_capacity_bytes() -> i64 {
+    (parse_meminfo(&std::fs::read_to_string("/proc/meminfo").unwrap_or_default()) * 1024) as i64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,9 +114,4 @@ mod tests {
         ]);
         assert_eq!(pick_node_ip(&v), "192.168.1.5".parse().ok());
     }
-}
-
-/// Total memory in bytes (for resource env vars and OOM score adjustment).
-pub fn memory_capacity_bytes() -> i64 {
-    (parse_meminfo(&std::fs::read_to_string("/proc/meminfo").unwrap_or_default()) * 1024) as i64
 }

@@ -20,10 +20,13 @@ pub enum PullError {
     NeverPull(String),
 }
 
+/// One pull in flight, shared by everyone who wants the same image.
+type SharedPull = Arc<OnceCell<Result<String, PullError>>>;
+
 /// Concurrent pulls of one image share a single CRI call.
 #[derive(Default)]
 pub struct PullCoordinator {
-    inflight: Mutex<HashMap<String, Arc<OnceCell<Result<String, PullError>>>>>,
+    inflight: Mutex<HashMap<String, SharedPull>>,
 }
 
 /// Normalises `busybox` to `docker.io/library/busybox:latest` the way the CRI does for matching.

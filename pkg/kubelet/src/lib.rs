@@ -44,6 +44,8 @@ pub struct Config {
     pub cgroup_root: String,
     /// `registries.yaml` credentials for pulls.
     pub registries: Option<registries::Registries>,
+    /// TLS of the kubelet's own HTTPS server (logs, exec, attach, port-forward).
+    pub server_tls: server::ServerTls,
 }
 
 /// What every part of the kubelet shares.
@@ -59,6 +61,8 @@ pub struct Shared {
     /// `containerd://1.6.20` as CRI reports it.
     pub runtime_version: String,
     pub pulls: images::PullCoordinator,
+    /// The port the kubelet server actually listens on.
+    pub kubelet_port: std::sync::atomic::AtomicU16,
 }
 
 impl Shared {
@@ -82,6 +86,8 @@ pub enum KubeletError {
     RuntimeVersion(k1s_cri::CriError),
     #[error("{0}")]
     Node(#[from] node::NodeError),
+    #[error("starting the kubelet server: {0}")]
+    Server(#[from] server::ServerError),
     #[error("preparing {path}: {source}")]
     Dir { path: PathBuf, source: std::io::Error },
 }
@@ -113,10 +119,23 @@ pub async fn run(
         started_at: jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
         runtime_version,
         pulls: images::PullCoordinator::default(),
+        kubelet_port: std::sync::atomic::AtomicU16::new(0),
     });
+    let srv = server::serve(
+        server::ServerConfig {
+            listen: std::net::SocketAddr::new(std::net::IpAddr::from([0, 0, 0, 0]), shared.config.kubelet_port),
+            tls: shared.config.server_tls.clone(),
+            runtime: shared.runtime.clone(),
+        },
+        cancel.clone(),
+    )
+    .await?;
+    // Port 0 picked a port: the Node must advertise the real one.
+    shared.kubelet_port.store(srv.local_addr.port(), std::sync::atomic::Ordering::Release);
     node::register(&shared, &host).await?;
     let heartbeat = tokio::spawn(node::heartbeat(shared.clone(), host));
     pods::run(shared.clone()).await;
     let _ = heartbeat.await;
+    let _ = srv.task.await;
     Ok(())
 }

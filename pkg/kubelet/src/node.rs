@@ -75,7 +75,7 @@ pub fn node_status(shared: &Shared, host: &HostInfo, runtime_version: &str, imag
             {"type": "InternalIP", "address": c.node_ip.to_string()},
             {"type": "Hostname", "address": host.hostname},
         ],
-        "daemonEndpoints": {"kubeletEndpoint": {"Port": c.kubelet_port}},
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": shared.kubelet_port.load(std::sync::atomic::Ordering::Acquire)}},
         "nodeInfo": {
             "machineID": host.machine_id,
             "systemUUID": host.system_uuid,

@@ -185,6 +185,38 @@ impl Pki {
         Ok(CertPair { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
     }
 
+    /// A serving certificate `serving-<file>.crt/.key` for `cn` with `sans`, re-issued when the
+    /// SANs change or it nears expiry.
+    pub fn serving(&self, file: &str, cn: &str, sans: &[String]) -> Result<CertPair, PkiError> {
+        let crt = self.dir.join(format!("serving-{file}.crt"));
+        let key = self.dir.join(format!("serving-{file}.key"));
+        let mut wanted: Vec<String> = sans.to_vec();
+        wanted.sort();
+        wanted.dedup();
+        if let (Some(cert_pem), Some(key_pem)) = (read(&crt)?, read(&key)?) {
+            let mut have = cert_sans(&cert_pem, &crt)?;
+            have.sort();
+            have.dedup();
+            if have == wanted {
+                return Ok(CertPair { cert_pem, key_pem });
+            }
+        }
+        let mut p = leaf_params(cn, &[]);
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        p.subject_alt_names = wanted
+            .iter()
+            .map(|s| match s.parse::<IpAddr>() {
+                Ok(ip) => Ok(SanType::IpAddress(ip)),
+                Err(_) => s.clone().try_into().map(SanType::DnsName),
+            })
+            .collect::<Result<_, _>>()
+            .map_err(gen_err(file))?;
+        let pair = self.sign(p, file)?;
+        write_private(&key, &pair.key_pem, 0o600)?;
+        write_private(&crt, &pair.cert_pem, 0o644)?;
+        Ok(pair)
+    }
+
     /// A client certificate for user `cn` in groups `orgs`, kept as `client-<file>.crt/.key`
     /// and reused while valid for the same subject.
     pub fn client(&self, file: &str, cn: &str, orgs: &[&str]) -> Result<CertPair, PkiError> {

@@ -23,13 +23,16 @@ impl EventType {
     }
 }
 
+/// (namespace, object uid, type, reason, message): what makes two events "the same".
+type EventKey = (String, String, EventType, String, String);
+
 /// Records events for one component (`source.component`, e.g. `kubelet`, `deployment-controller`).
 pub struct Recorder {
     client: kube::Client,
     component: String,
     host: Option<String>,
     /// (namespace, uid, type, reason, message) ▶ (event name, count).
-    seen: Mutex<HashMap<(String, String, EventType, String, String), (String, i32)>>,
+    seen: Mutex<HashMap<EventKey, (String, i32)>>,
 }
 
 fn now() -> jiff::Timestamp {

@@ -71,6 +71,12 @@ pub async fn start(
     );
     let node = config.node_name.clone();
     let client = component_client(pki, cred_dir, api_url, "kubelet", &format!("system:node:{node}"), &["system:nodes"]).await?;
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
+    let mut sans = vec![config.node_ip.to_string(), "127.0.0.1".to_string(), "localhost".to_string(), config.node_name.clone()];
+    if !host.is_empty() {
+        sans.push(host);
+    }
+    let serving = pki.serving("kubelet", &format!("system:node:{}", config.node_name), &sans)?;
     let kubelet_config = k1s_kubelet::Config {
         node_name: node,
         node_ip: config.node_ip,
@@ -86,6 +92,11 @@ pub async fn start(
         // With our own containerd, registries.yaml credentials live in its config: credentials in
         // a pull request would replace them for every mirror.
         registries: config.container_runtime_endpoint.is_some().then_some(registries),
+        server_tls: k1s_kubelet::server::ServerTls {
+            ca_pem: pki.ca.cert_pem.clone(),
+            cert_pem: serving.cert_pem,
+            key_pem: serving.key_pem,
+        },
     };
     let cancel_k = cancel.clone();
     let images = runtime.clone();

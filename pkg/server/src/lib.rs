@@ -117,6 +117,7 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     let pki = Pki::ensure(&server_dir.join("tls"), &sans)?;
     let admin = pki.client("admin", "system:admin", &["system:masters"])?;
 
+    let kubelet_client = pki.client("kube-apiserver-kubelet-client", "kube-apiserver-kubelet-client", &["system:masters"])?;
     let api = k1s_apiserver::start(
         k1s_apiserver::Config {
             listen: SocketAddr::new(config.bind_address, config.https_listen_port),
@@ -131,6 +132,11 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
                 .map(|a| SocketAddr::new(a, 0).ip().to_string())
                 .map(|ip| format!("{ip}:{}", config.https_listen_port)),
             bookmark_interval: config.bookmark_interval,
+            kubelet_client: Some(k1s_apiserver::KubeletClientConfig {
+                ca_pem: pki.ca.cert_pem.clone(),
+                cert_pem: kubelet_client.cert_pem.clone(),
+                key_pem: kubelet_client.key_pem.clone(),
+            }),
         },
         cancel.clone(),
     )

@@ -8,6 +8,7 @@
 
 pub mod plan;
 
+use crate::workloads::events::Batch;
 use crate::workloads::expectations::{self, Expectations};
 use crate::workloads::{driver, hash, history, informer, owner, selector};
 use crate::Context;
@@ -388,7 +389,7 @@ async fn sync_nodes(
 ) -> Result<(), kube::Error> {
     let key = ds_key(ds);
     let ns = ds.metadata.namespace.clone().unwrap_or_default();
-    let dref = reference(ds);
+    let mut events = Batch::default();
     let mut delete: Vec<String> = Vec::new();
     let mut create: Vec<String> = Vec::new();
     for s in steps {
@@ -396,8 +397,10 @@ async fn sync_nodes(
             Step::CreateOn(n) if !create.contains(&n) => create.push(n),
             Step::DeletePod(p) if !delete.contains(&p) => delete.push(p),
             Step::FailedPod { pod, node } => {
-                let msg = format!("Found failed daemon pod {ns}/{pod} on node {node}, will try to kill it");
-                ctl.recorder.record(&dref, EventType::Warning, "FailedDaemonPod", &msg).await;
+                events.warning(
+                    "FailedDaemonPod",
+                    format!("Found failed daemon pod {ns}/{pod} on node {node}, will try to kill it"),
+                );
             }
             _ => {}
         }
@@ -410,17 +413,11 @@ async fn sync_nodes(
         let results = futures::future::join_all(delete.iter().map(|p| api.delete(p, &dp))).await;
         for ((p, k), r) in delete.iter().zip(keys).zip(results) {
             match r {
-                Ok(_) => {
-                    ctl.recorder
-                        .record(&dref, EventType::Normal, "SuccessfulDelete", &format!("Deleted pod: {p}"))
-                        .await
-                }
+                Ok(_) => events.normal("SuccessfulDelete", format!("Deleted pod: {p}")),
                 Err(e) => {
                     ctl.expectations.deletion_observed(&key, &k);
                     if !matches!(&e, kube::Error::Api(s) if s.code == 404) {
-                        ctl.recorder
-                            .record(&dref, EventType::Warning, "FailedDelete", &format!("Error deleting: {e}"))
-                            .await;
+                        events.warning("FailedDelete", format!("Error deleting: {e}"));
                         error.get_or_insert(e);
                     }
                 }
@@ -438,25 +435,14 @@ async fn sync_nodes(
             let mut failed = false;
             for r in results {
                 match r {
-                    Ok(p) => {
-                        ctl.recorder
-                            .record(
-                                &dref,
-                                EventType::Normal,
-                                "SuccessfulCreate",
-                                &format!("Created pod: {}", p.name_any()),
-                            )
-                            .await;
-                    }
+                    Ok(p) => events.normal("SuccessfulCreate", format!("Created pod: {}", p.name_any())),
                     Err(e) => {
                         ctl.expectations.creation_observed(&key);
                         if matches!(&e, kube::Error::Api(s) if s.code == 403 && s.message.contains("being terminated"))
                         {
                             continue;
                         }
-                        ctl.recorder
-                            .record(&dref, EventType::Warning, "FailedCreate", &format!("Error creating: {e}"))
-                            .await;
+                        events.warning("FailedCreate", format!("Error creating: {e}"));
                         failed = true;
                         error.get_or_insert(e);
                     }
@@ -471,5 +457,6 @@ async fn sync_nodes(
             }
         }
     }
+    events.record(&ctl.recorder, &reference(ds)).await;
     error.map_or(Ok(()), Err)
 }

@@ -186,10 +186,9 @@ pub async fn attempt_to_delete<C: GcClient>(
         // On its way out: its dependents are handled when it is gone.
         return Ok(Next::Forget);
     }
-    let live = match client.get(&node.identity).await {
-        Err(GcError::Unmapped { .. }) if !node.observed => None,
-        other => other?,
-    };
+    // An unknown kind is an error (retried after the next discovery), never an absence: a
+    // virtual owner of a kind not yet discovered must not be taken for deleted.
+    let live = client.get(&node.identity).await?;
     let Some(live) = live.filter(|l| l.uid == node.identity.uid) else {
         queue.extend(lock(graph).virtual_delete(&node.identity));
         return Ok(Next::Forget);
@@ -370,6 +369,7 @@ mod tests {
             }
         }
         async fn get(&self, id: &Identity) -> Result<Option<Live>, GcError> {
+            self.mapping(&id.api_version, &id.kind)?;
             Ok(self
                 .objects
                 .lock()
@@ -601,6 +601,21 @@ mod tests {
         seen(&g, &fake, &id("Pod", "p"), vec![r(&rs, true)], &[], false);
         assert_eq!(attempt_to_delete(&g, &fake, &rs.uid, &mut Vec::new()).await, Ok(Next::Requeue));
         assert!(fake.calls().is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_owner_of_an_undiscovered_kind_is_not_taken_for_absent() {
+        let (g, fake) = (Mutex::new(Graph::default()), Fake::default());
+        let owner = Identity { kind: "Unknown".into(), ..id("ReplicaSet", "w") };
+        let cm = id("ConfigMap", "c");
+        seen(&g, &fake, &cm, vec![r(&owner, false)], &[], false);
+        let mut work = Vec::new();
+        let res = attempt_to_delete(&g, &fake, &owner.uid, &mut work).await;
+        assert!(matches!(res, Err(GcError::Unmapped { .. })), "{res:?}");
+        assert!(work.is_empty());
+        assert!(g.lock().expect("lock").node(&owner.uid).is_some(), "the virtual owner stays");
+        assert!(matches!(attempt_to_delete(&g, &fake, &cm.uid, &mut work).await, Err(GcError::Unmapped { .. })));
+        assert!(fake.calls().is_empty(), "nothing deleted");
     }
 
     #[tokio::test]

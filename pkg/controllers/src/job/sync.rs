@@ -470,23 +470,24 @@ async fn manage_job<A: JobApi + Sync>(
             .collect();
         let results = futures::future::join_all(pods.iter().map(|p| api.create_pod(p))).await;
         let mut batch_failed = false;
+        let mut events: Vec<(bool, &str, String)> = Vec::new();
         for r in results {
             match r {
-                Ok(p) => {
-                    api.event(&c.job, false, "SuccessfulCreate", &format!("Created pod: {}", name(&p))).await;
-                }
+                Ok(p) => events.push((false, "SuccessfulCreate", format!("Created pod: {}", name(&p)))),
                 Err(e) => {
                     mem.expectations.creation_observed(&key);
                     active -= 1;
                     if matches!(&e, kube::Error::Api(s) if s.code == 403 && s.message.contains("being terminated")) {
                         continue;
                     }
-                    api.event(&c.job, true, "FailedCreate", &format!("Error creating: {e}")).await;
+                    events.push((true, "FailedCreate", format!("Error creating: {e}")));
                     batch_failed = true;
                     err.get_or_insert(SyncError::CreatePods { job: key.clone(), error: e });
                 }
             }
         }
+        let job = &c.job;
+        futures::future::join_all(events.iter().map(|(w, r, m)| api.event(job, *w, r, m))).await;
         active += count(batch);
         done += batch;
         if batch_failed {

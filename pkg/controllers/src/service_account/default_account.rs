@@ -35,13 +35,19 @@ pub async fn run(ctx: Arc<Context>) {
         async move {
             let name = ns.metadata.name.clone().unwrap_or_default();
             let existing = accounts.get(&ObjectRef::new(NAME).within(&name));
-            let Some(sa) = missing_account(&ns, existing.as_deref()) else { return Ok(()) };
+            let Some(sa) = missing_account(&ns, existing.as_deref()) else {
+                tracing::trace!(namespace = %name, exists = existing.is_some(), "nothing to create");
+                return Ok(());
+            };
             match Api::<ServiceAccount>::namespaced(client, &name).create(&PostParams::default(), &sa).await {
                 Ok(_) => {
                     tracing::debug!(namespace = %name, "created the default ServiceAccount");
                     Ok(())
                 }
-                Err(e) if is_already_exists(&e) || is_namespace_terminating(&e) || is_not_found(&e) => Ok(()),
+                Err(e) if is_already_exists(&e) || is_namespace_terminating(&e) || is_not_found(&e) => {
+                    tracing::debug!(namespace = %name, error = %e, "default ServiceAccount not created");
+                    Ok(())
+                }
                 Err(source) => Err(Error::Create { namespace: name, source }),
             }
         }

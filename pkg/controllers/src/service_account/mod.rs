@@ -21,6 +21,7 @@ use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
+use tokio::sync::mpsc;
 
 pub async fn run(ctx: Arc<Context>) {
     tokio::join!(default_account::run(ctx.clone()), root_ca::run(ctx));
@@ -48,28 +49,44 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     let (children, writer) = reflector::store::<C>();
-    let child_events = reflector::reflector(
-        writer,
-        watcher(
-            Api::<C>::all(ctx.client.clone()),
-            watcher::Config::default().fields(&format!("metadata.name={child}")),
-        ),
-    )
-    .default_backoff()
-    .touched_objects();
+    let config = watcher::Config::default().fields(&format!("metadata.name={child}"));
+    let mut child_events =
+        reflector::reflector(writer, watcher(Api::<C>::all(ctx.client.clone()), config)).default_backoff().boxed();
+    // The children's cache is driven here (not by the controller) so that it is ready before
+    // the first reconcile; its changes reach the controller through this channel.
+    let (tx, rx) = mpsc::unbounded_channel::<ObjectRef<Namespace>>();
+    let feeder = tokio::spawn(async move {
+        while let Some(ev) = child_events.next().await {
+            match ev {
+                Ok(watcher::Event::Apply(c) | watcher::Event::InitApply(c) | watcher::Event::Delete(c)) => {
+                    if let Some(ns) = c.meta().namespace.as_deref() {
+                        let _ = tx.send(ObjectRef::new(ns));
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => tracing::debug!(controller, error = %chain(&e), "watch failed; retrying"),
+            }
+        }
+    });
+    tokio::select! {
+        _ = ctx.cancel.cancelled() => {
+            feeder.abort();
+            return;
+        }
+        _ = children.wait_until_ready() => {}
+    }
+    let triggers = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
     let failures = Arc::new(Failures::new(Backoff::DEFAULT));
     let cancel = ctx.cancel.clone();
     let reconcile = Arc::new(reconcile);
     Controller::new(Api::<Namespace>::all(ctx.client.clone()), watcher::Config::default())
-        .watches_stream(child_events, |c: C| c.meta().namespace.as_deref().map(ObjectRef::<Namespace>::new))
+        .reconcile_on(triggers)
         .graceful_shutdown_on(async move { cancel.cancelled().await })
         .run(
             move |ns: Arc<Namespace>, failures: Arc<Failures>| {
                 let children = children.clone();
                 let reconcile = reconcile.clone();
                 async move {
-                    // Decisions read the cache: wait for its first list.
-                    let _ = children.wait_until_ready().await;
                     let name = ns.metadata.name.clone().unwrap_or_default();
                     reconcile(ns, children).await?;
                     failures.succeeded(&name);
@@ -85,6 +102,7 @@ where
         )
         .for_each(|_| futures::future::ready(()))
         .await;
+    feeder.abort();
 }
 
 #[cfg(test)]

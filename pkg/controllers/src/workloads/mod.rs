@@ -9,6 +9,7 @@
 
 pub mod cron;
 pub mod driver;
+pub mod events;
 pub mod expectations;
 pub mod hash;
 pub mod history;

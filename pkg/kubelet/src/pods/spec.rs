@@ -331,6 +331,7 @@ mod tests {
             control_plane: true,
             cgroup_root: "/k1s".into(),
             registries: None,
+            server_tls: crate::server::ServerTls { ca_pem: String::new(), cert_pem: String::new(), key_pem: String::new() },
         };
         let pod: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "p", "namespace": "shop", "uid": "u"},

@@ -908,7 +908,7 @@ fn same_ignoring_heartbeat(a: &Value, b: &Value) -> bool {
 
 fn humanize(d: Duration) -> String {
     let s = d.as_secs();
-    if s >= 60 && s % 60 == 0 {
+    if s >= 60 && s.is_multiple_of(60) {
         format!("{}m0s", s / 60)
     } else if s >= 60 {
         format!("{}m{}s", s / 60, s % 60)
