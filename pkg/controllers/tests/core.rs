@@ -756,6 +756,23 @@ async fn disruption_budget_status_counts_healthy_pods() {
         }
     })
     .await;
+    // An eviction's DisruptionTarget condition on a pod that was never deleted goes stale.
+    let stale = json!({"status": {"conditions": [
+        {"type": "Ready", "status": "True", "lastTransitionTime": jiff::Timestamp::now().to_string()},
+        {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+            "message": "Eviction API: evicting", "lastTransitionTime": (jiff::Timestamp::now() - jiff::SignedDuration::from_secs(180)).to_string()},
+    ]}});
+    pods.patch_status("web-0", &PatchParams::default(), &Patch::Merge(&stale)).await.expect("pod status");
+    eventually(Duration::from_secs(10), "the stale DisruptionTarget condition reset", || {
+        let pods = pods.clone();
+        async move {
+            let p = pods.get("web-0").await.ok()?;
+            let c = p.status?.conditions?.into_iter().find(|c| c.type_ == "DisruptionTarget")?;
+            (c.status == "False").then_some(())
+        }
+    })
+    .await;
+
     // kubectl shows what the eviction API reads.
     let allowed = server.ok(&["get", "pdb", "min", "-o", "jsonpath={.status.disruptionsAllowed}"]).await;
     assert_eq!(allowed, "2");

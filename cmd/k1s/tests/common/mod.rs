@@ -85,7 +85,8 @@ impl Server {
                 .arg(format!("--pod-log-dir={}", self.dir.path().join("logs").display()))
                 .arg(format!("--registries-config={}", self.dir.path().join("registries.yaml").display()));
         } else {
-            cmd.arg("--disable-agent");
+            // The API server alone: controllers would write status behind the tests' backs.
+            cmd.arg("--disable-agent").arg("--disable=controllers,scheduler");
         }
         cmd.arg("--https-listen-port=0")
             .arg("--bind-address=127.0.0.1")
