@@ -80,7 +80,8 @@ spec:
     assert_eq!(states[0].0, "Pending", "{states:?}");
     assert!(!states[first_running].1, "Running must come before Ready: {states:?}");
     assert!(states.iter().any(|(ph, r)| ph == "Running" && *r), "{states:?}");
-    let events = s.ok(&["get", "events", "--field-selector=involvedObject.name=web", "-o", "jsonpath={.items[*].reason}"]);
+    let events =
+        s.ok(&["get", "events", "--field-selector=involvedObject.name=web", "-o", "jsonpath={.items[*].reason}"]);
     for r in ["Pulled", "Created", "Started"] {
         assert!(events.contains(r), "missing {r} event: {events}");
     }
@@ -123,9 +124,13 @@ spec:
 "#
     );
     s.ok_stdin(&["apply", "-f", "-"], &manifest);
-    let p = wait_pod(&s, "unhealthy", "a liveness restart", 90, |p| container_status(p)["restartCount"].as_i64().unwrap_or(0) >= 1);
+    let p = wait_pod(&s, "unhealthy", "a liveness restart", 90, |p| {
+        container_status(p)["restartCount"].as_i64().unwrap_or(0) >= 1
+    });
     assert_eq!(container_status(&p)["lastState"]["terminated"]["exitCode"], 137, "{p}");
-    let p = wait_pod(&s, "crasher", "CrashLoopBackOff", 90, |p| container_status(p)["state"]["waiting"]["reason"] == "CrashLoopBackOff");
+    let p = wait_pod(&s, "crasher", "CrashLoopBackOff", 90, |p| {
+        container_status(p)["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    });
     assert!(container_status(&p)["restartCount"].as_i64().unwrap_or(0) >= 1);
     assert_eq!(container_status(&p)["lastState"]["terminated"]["exitCode"], 1);
     let reason = |p: &Value| container_status(p)["state"]["waiting"]["reason"].as_str().unwrap_or("").to_string();
@@ -133,9 +138,19 @@ spec:
     wait_pod(&s, "noimage", "ImagePullBackOff", 60, |p| reason(p) == "ImagePullBackOff");
     let table = s.ok(&["get", "pods"]);
     assert!(table.lines().any(|l| l.starts_with("crasher") && l.contains("CrashLoopBackOff")), "{table}");
-    assert!(table.lines().any(|l| l.starts_with("noimage") && (l.contains("ImagePullBackOff") || l.contains("ErrImagePull"))), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("noimage") && (l.contains("ImagePullBackOff") || l.contains("ErrImagePull"))),
+        "{table}"
+    );
     let events = s.ok(&["get", "events", "-o", "jsonpath={range .items[*]}{.reason}{\"\\n\"}{end}"]);
-    assert!(events.lines().any(|l| l == "Unhealthy") && events.lines().any(|l| l == "Killing") && events.lines().any(|l| l == "BackOff"), "{events}");
+    assert!(
+        events.lines().any(|l| l == "Unhealthy")
+            && events.lines().any(|l| l == "Killing")
+            && events.lines().any(|l| l == "BackOff"),
+        "{events}"
+    );
 }
 
 #[test]
@@ -231,10 +246,18 @@ spec:
     s.ok_stdin(&["apply", "-f", "-"], &manifest);
     let p = wait_pod(&s, "graceful", "Running", 60, |p| p["status"]["phase"] == "Running");
     let uid = p["metadata"]["uid"].as_str().expect("uid").to_string();
-    let cid = container_status(&p)["containerID"].as_str().expect("containerID").trim_start_matches("containerd://").to_string();
+    let cid = container_status(&p)["containerID"]
+        .as_str()
+        .expect("containerID")
+        .trim_start_matches("containerd://")
+        .to_string();
     s.ok(&["delete", "pod", "graceful", "--wait=true", "--timeout=60s"]);
     let marker = std::fs::read_to_string(marker_dir.join("prestop")).unwrap_or_else(|e| {
-        panic!("preStop did not run ({e}); events:\n{}\nserver log:\n{}", s.ok(&["get", "events"]), common::tail(&s.logs(), 40))
+        panic!(
+            "preStop did not run ({e}); events:\n{}\nserver log:\n{}",
+            s.ok(&["get", "events"]),
+            common::tail(&s.logs(), 40)
+        )
     });
     assert_eq!(marker.trim(), "stopped");
     let cg = format!("/sys/fs/cgroup/memory/k1s/pod{uid}");
@@ -266,7 +289,8 @@ fn restarting_k1s_keeps_running_containers_and_restart_counts() {
     let cid = container_status(&before)["containerID"].clone();
     s.restart();
     eventually(Duration::from_secs(60), "the node Ready again", || {
-        let out = s.kubectl(&["get", "nodes", "-o", "jsonpath={.items[0].status.conditions[?(@.type==\"Ready\")].status}"]);
+        let out =
+            s.kubectl(&["get", "nodes", "-o", "jsonpath={.items[0].status.conditions[?(@.type==\"Ready\")].status}"]);
         (String::from_utf8_lossy(&out.stdout).trim() == "True").then_some(())
     });
     // Give the kubelet a few sync rounds to (not) touch the container.
@@ -303,7 +327,11 @@ spec:
     });
     assert!(logs.starts_with("line1\nline2\n"), "{logs}");
     // logs -f keeps streaming new lines.
-    let mut follow = s.kubectl_cmd(&["logs", "-f", "chatty", "--tail=1"]).stdout(std::process::Stdio::piped()).spawn().expect("logs -f");
+    let mut follow = s
+        .kubectl_cmd(&["logs", "-f", "chatty", "--tail=1"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("logs -f");
     let stdout = follow.stdout.take().expect("stdout");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

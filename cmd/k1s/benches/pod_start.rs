@@ -39,9 +39,11 @@ async fn through_k1s(client: kube::Client, n: usize) -> Vec<Duration> {
         let mut s = watcher(w, watcher::Config::default().labels("bench=pod-start")).boxed();
         while let Some(Ok(ev)) = s.next().await {
             if let watcher::Event::Apply(p) = ev {
-                let ready = p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
-                    cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-                });
+                let ready = p
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
                 if ready {
                     let _ = tx.send((p.metadata.name.unwrap_or_default(), Instant::now()));
                 }
@@ -64,7 +66,10 @@ async fn through_k1s(client: kube::Client, n: usize) -> Vec<Duration> {
         let t = Instant::now();
         api.create(&PostParams::default(), &pod).await.expect("create pod");
         loop {
-            let (n, at) = tokio::time::timeout(Duration::from_secs(60), rx.recv()).await.expect("pod Ready in time").expect("watch");
+            let (n, at) = tokio::time::timeout(Duration::from_secs(60), rx.recv())
+                .await
+                .expect("pod Ready in time")
+                .expect("watch");
             if n == name {
                 out.push(at - t);
                 break;
@@ -75,9 +80,12 @@ async fn through_k1s(client: kube::Client, n: usize) -> Vec<Duration> {
 }
 
 async fn bare_cri(rt: &k1s_cri::RemoteRuntime, n: usize, cidr_hint: &str) -> Vec<Duration> {
-    rt.pull_image(cri::PullImageRequest { image: Some(cri::ImageSpec { image: IMAGE.into(), ..Default::default() }), ..Default::default() })
-        .await
-        .expect("pull");
+    rt.pull_image(cri::PullImageRequest {
+        image: Some(cri::ImageSpec { image: IMAGE.into(), ..Default::default() }),
+        ..Default::default()
+    })
+    .await
+    .expect("pull");
     let mut out = Vec::new();
     let mut ids = Vec::new();
     for i in 0..n {
@@ -85,16 +93,27 @@ async fn bare_cri(rt: &k1s_cri::RemoteRuntime, n: usize, cidr_hint: &str) -> Vec
         let mut labels = HashMap::new();
         labels.insert("bench".to_string(), "bare-cri".to_string());
         let sandbox = cri::PodSandboxConfig {
-            metadata: Some(cri::PodSandboxMetadata { name: format!("bare-{i}"), uid: uid.clone(), namespace: "bench".into(), attempt: 0 }),
+            metadata: Some(cri::PodSandboxMetadata {
+                name: format!("bare-{i}"),
+                uid: uid.clone(),
+                namespace: "bench".into(),
+                attempt: 0,
+            }),
             hostname: format!("bare-{i}"),
             log_directory: format!("/tmp/k1s-bench-logs/{uid}"),
             labels: labels.clone(),
-            linux: Some(cri::LinuxPodSandboxConfig { cgroup_parent: format!("/k1s-bench/pod{uid}"), ..Default::default() }),
+            linux: Some(cri::LinuxPodSandboxConfig {
+                cgroup_parent: format!("/k1s-bench/pod{uid}"),
+                ..Default::default()
+            }),
             ..Default::default()
         };
         let t = Instant::now();
         let sb = rt
-            .run_pod_sandbox(cri::RunPodSandboxRequest { config: Some(sandbox.clone()), runtime_handler: String::new() })
+            .run_pod_sandbox(cri::RunPodSandboxRequest {
+                config: Some(sandbox.clone()),
+                runtime_handler: String::new(),
+            })
             .await
             .expect("RunPodSandbox")
             .pod_sandbox_id;
@@ -107,7 +126,11 @@ async fn bare_cri(rt: &k1s_cri::RemoteRuntime, n: usize, cidr_hint: &str) -> Vec
             ..Default::default()
         };
         let c = rt
-            .create_container(cri::CreateContainerRequest { pod_sandbox_id: sb.clone(), config: Some(cfg), sandbox_config: Some(sandbox) })
+            .create_container(cri::CreateContainerRequest {
+                pod_sandbox_id: sb.clone(),
+                config: Some(cfg),
+                sandbox_config: Some(sandbox),
+            })
             .await
             .expect("CreateContainer")
             .container_id;
@@ -129,14 +152,23 @@ fn main() {
     let (mut k1s, mut bare) = rt.block_on(async {
         let client = k1s_runtime::connect(&s.kubeconfig()).await.expect("client");
         // Warm the image cache so both measures start from a present image.
-        let cri_rt = k1s_cri::RemoteRuntime::connect(&format!("unix://{}", s.containerd_socket().display())).await.expect("cri");
+        let cri_rt =
+            k1s_cri::RemoteRuntime::connect(&format!("unix://{}", s.containerd_socket().display())).await.expect("cri");
         let bare = bare_cri(&cri_rt, n, "a").await;
         let k1s = through_k1s(client, n).await;
         (k1s, bare)
     });
     let (k50, k99, b50, b99) = (pct(&mut k1s, 0.5), pct(&mut k1s, 0.99), pct(&mut bare, 0.5), pct(&mut bare, 0.99));
     println!("pod start over {n} pods (sequential, image present):");
-    println!("  k1s  create ▶ Ready : p50 {:>7.1} ms   p99 {:>7.1} ms", k50.as_secs_f64() * 1e3, k99.as_secs_f64() * 1e3);
-    println!("  bare CRI sandbox+create+start : p50 {:>7.1} ms   p99 {:>7.1} ms", b50.as_secs_f64() * 1e3, b99.as_secs_f64() * 1e3);
+    println!(
+        "  k1s  create ▶ Ready : p50 {:>7.1} ms   p99 {:>7.1} ms",
+        k50.as_secs_f64() * 1e3,
+        k99.as_secs_f64() * 1e3
+    );
+    println!(
+        "  bare CRI sandbox+create+start : p50 {:>7.1} ms   p99 {:>7.1} ms",
+        b50.as_secs_f64() * 1e3,
+        b99.as_secs_f64() * 1e3
+    );
     println!("  ratio k1s/CRI at p50: {:.2}", k50.as_secs_f64() / b50.as_secs_f64());
 }

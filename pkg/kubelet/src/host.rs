@@ -106,7 +106,10 @@ mod tests {
     #[test]
     fn parses_meminfo_os_release_and_picks_node_ip() {
         assert_eq!(parse_meminfo("MemTotal:       24563716 kB\nMemFree: 1 kB\n"), 24563716);
-        assert_eq!(parse_os_release("NAME=x\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n"), "Debian GNU/Linux 12 (bookworm)");
+        assert_eq!(
+            parse_os_release("NAME=x\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n"),
+            "Debian GNU/Linux 12 (bookworm)"
+        );
         let v = serde_json::json!([
             {"ifname": "lo", "addr_info": [{"local": "127.0.0.1"}]},
             {"ifname": "cni0", "addr_info": [{"local": "10.42.0.1"}]},

@@ -146,15 +146,16 @@ pub async fn ensure_image(
         let mut m = shared.pulls.inflight.lock().map_err(|_| PullError::Failed("pull table poisoned".into()))?;
         m.entry(image.to_string()).or_default().clone()
     };
-    let auth = auth_from_secrets(image, secrets)
-        .or_else(|| shared.config.registries.as_ref().and_then(|r| r.credentials_for_image(image)).map(|c| AuthConfig {
+    let auth = auth_from_secrets(image, secrets).or_else(|| {
+        shared.config.registries.as_ref().and_then(|r| r.credentials_for_image(image)).map(|c| AuthConfig {
             username: c.auth.username.unwrap_or_default(),
             password: c.auth.password.unwrap_or_default(),
             auth: c.auth.auth.unwrap_or_default(),
             identity_token: c.auth.identity_token.unwrap_or_default(),
             server_address: c.server_address,
             ..Default::default()
-        }));
+        })
+    });
     let result = cell
         .get_or_init(|| async {
             shared
@@ -178,7 +179,12 @@ pub async fn ensure_image(
     match result {
         Ok(r) => {
             let took = started.elapsed();
-            shared.event(pod_ref, Normal, "Pulled", &format!("Successfully pulled image \"{image}\" in {took:.3?} ({took:.3?} including waiting)"));
+            shared.event(
+                pod_ref,
+                Normal,
+                "Pulled",
+                &format!("Successfully pulled image \"{image}\" in {took:.3?} ({took:.3?} including waiting)"),
+            );
             Ok(Ensured { image_ref: r, pulled: true })
         }
         Err(e) => {
@@ -222,7 +228,8 @@ mod tests {
     fn pull_secret_credentials_match_the_registry() {
         use base64::Engine as _;
         let cfg = serde_json::json!({"auths": {"127.0.0.1:5000": {"username": "u", "password": "p"}}}).to_string();
-        let secret = serde_json::json!({"data": {".dockerconfigjson": base64::engine::general_purpose::STANDARD.encode(cfg)}});
+        let secret =
+            serde_json::json!({"data": {".dockerconfigjson": base64::engine::general_purpose::STANDARD.encode(cfg)}});
         let a = auth_from_secrets("127.0.0.1:5000/busybox:1", std::slice::from_ref(&secret)).expect("auth");
         assert_eq!((a.username.as_str(), a.password.as_str()), ("u", "p"));
         assert!(auth_from_secrets("quay.io/x", &[secret]).is_none());

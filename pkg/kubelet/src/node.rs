@@ -107,10 +107,8 @@ pub async fn register(shared: &Arc<Shared>, host: &HostInfo) -> Result<(), NodeE
     let name = shared.config.node_name.clone();
     let api: Api<Node> = Api::all(shared.client.clone());
     let obj = node_object(shared, host);
-    let node: Node = serde_json::from_value(obj.clone()).map_err(|e| NodeError::Register {
-        node: name.clone(),
-        source: kube::Error::SerdeError(e),
-    })?;
+    let node: Node = serde_json::from_value(obj.clone())
+        .map_err(|e| NodeError::Register { node: name.clone(), source: kube::Error::SerdeError(e) })?;
     match api.create(&PostParams::default(), &node).await {
         Ok(_) => tracing::info!(node = %name, "registered node"),
         Err(kube::Error::Api(e)) if e.code == 409 => {

@@ -96,7 +96,13 @@ impl Recorder {
 }
 
 /// An ObjectReference to a namespaced object.
-pub fn reference(api_version: &str, kind: &str, namespace: Option<&str>, name: &str, uid: Option<&str>) -> ObjectReference {
+pub fn reference(
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+    name: &str,
+    uid: Option<&str>,
+) -> ObjectReference {
     ObjectReference {
         api_version: Some(api_version.to_string()),
         kind: Some(kind.to_string()),

@@ -43,18 +43,23 @@ pub async fn start(
     let mut registries = Registries::load(&config.registries_config).map_err(AgentError::from)?;
     registries.add_plain_http_registry(LOCAL_REGISTRY);
     let kubelet_root = config.data_dir.join("agent").join("kubelet");
-    std::fs::create_dir_all(&kubelet_root).map_err(|source| ServerError::DataDir { path: kubelet_root.clone(), source })?;
+    std::fs::create_dir_all(&kubelet_root)
+        .map_err(|source| ServerError::DataDir { path: kubelet_root.clone(), source })?;
     let endpoint = match &config.container_runtime_endpoint {
         Some(ep) => ep.clone(),
         None => {
             let facts = HostFacts::detect().map_err(AgentError::from)?;
             let mut cc = ContainerdConfig::new(&config.data_dir, &config.run_dir, config.pause_image.clone(), facts);
             cc.registry_auths = registries.containerd_auths();
-            k1s_kubelet::cni::write_conflist(&cc.cni_conf_dir, &config.cluster_cidr, "cni0", None).map_err(AgentError::from)?;
+            k1s_kubelet::cni::write_conflist(&cc.cni_conf_dir, &config.cluster_cidr, "cni0", None)
+                .map_err(AgentError::from)?;
             registries.write_hosts_dir(&cc.registry_config_dir).map_err(AgentError::from)?;
             cc.write().map_err(AgentError::from)?;
             ensure_shared_mount(&kubelet_root).map_err(AgentError::from)?;
-            let handle = Supervisor::new(SupervisorConfig::for_config(&cc)).start(cancel.clone()).await.map_err(AgentError::from)?;
+            let handle = Supervisor::new(SupervisorConfig::for_config(&cc))
+                .start(cancel.clone())
+                .await
+                .map_err(AgentError::from)?;
             let ep = format!("unix://{}", handle.socket().display());
             tasks.push(tokio::spawn(async move {
                 if let Err(e) = handle.join().await {
@@ -70,9 +75,11 @@ pub async fn start(
             .map_err(|source| AgentError::Cri { endpoint: endpoint.clone(), source })?,
     );
     let node = config.node_name.clone();
-    let client = component_client(pki, cred_dir, api_url, "kubelet", &format!("system:node:{node}"), &["system:nodes"]).await?;
+    let client =
+        component_client(pki, cred_dir, api_url, "kubelet", &format!("system:node:{node}"), &["system:nodes"]).await?;
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
-    let mut sans = vec![config.node_ip.to_string(), "127.0.0.1".to_string(), "localhost".to_string(), config.node_name.clone()];
+    let mut sans =
+        vec![config.node_ip.to_string(), "127.0.0.1".to_string(), "localhost".to_string(), config.node_name.clone()];
     if !host.is_empty() {
         sans.push(host);
     }

@@ -117,7 +117,8 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     let pki = Pki::ensure(&server_dir.join("tls"), &sans)?;
     let admin = pki.client("admin", "system:admin", &["system:masters"])?;
 
-    let kubelet_client = pki.client("kube-apiserver-kubelet-client", "kube-apiserver-kubelet-client", &["system:masters"])?;
+    let kubelet_client =
+        pki.client("kube-apiserver-kubelet-client", "kube-apiserver-kubelet-client", &["system:masters"])?;
     let api = k1s_apiserver::start(
         k1s_apiserver::Config {
             listen: SocketAddr::new(config.bind_address, config.https_listen_port),

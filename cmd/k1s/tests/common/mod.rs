@@ -39,7 +39,8 @@ impl Server {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("config.yaml"), "").expect("config");
         std::fs::create_dir_all(dir.path().join("home")).expect("home");
-        let mut s = Server { dir, child: None, port: 0, extra: extra.iter().map(|s| s.to_string()).collect(), agent: false };
+        let mut s =
+            Server { dir, child: None, port: 0, extra: extra.iter().map(|s| s.to_string()).collect(), agent: false };
         s.spawn();
         s
     }
@@ -68,7 +69,12 @@ impl Server {
 
     fn wait_node_ready(&self) {
         eventually(Duration::from_secs(90), "the node to be Ready", || {
-            let out = self.kubectl(&["get", "nodes", "-o", "jsonpath={.items[0].status.conditions[?(@.type==\"Ready\")].status}"]);
+            let out = self.kubectl(&[
+                "get",
+                "nodes",
+                "-o",
+                "jsonpath={.items[0].status.conditions[?(@.type==\"Ready\")].status}",
+            ]);
             (String::from_utf8_lossy(&out.stdout).trim() == "True").then_some(())
         });
     }
@@ -322,14 +328,23 @@ pub fn node_prerequisites() {
             return Err("node tests need root (containerd, CNI, cgroups)".into());
         }
         for bin in ["containerd", "runc", "skopeo", "umoci", "docker-registry"] {
-            let ok = Command::new("sh").arg("-c").arg(format!("command -v {bin} >/dev/null")).status().map(|s| s.success()).unwrap_or(false);
+            let ok = Command::new("sh")
+                .arg("-c")
+                .arg(format!("command -v {bin} >/dev/null"))
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false);
             if !ok {
                 return Err(format!("{bin} is not installed: run hack/install-deps.sh"));
             }
         }
         let hack = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../hack");
         for script in ["registry.sh start", "images.sh"] {
-            let out = Command::new("sh").arg("-c").arg(format!("{}/{script}", hack.display())).output().map_err(|e| e.to_string())?;
+            let out = Command::new("sh")
+                .arg("-c")
+                .arg(format!("{}/{script}", hack.display()))
+                .output()
+                .map_err(|e| e.to_string())?;
             if !out.status.success() {
                 return Err(format!("hack/{script} failed: {}", String::from_utf8_lossy(&out.stderr)));
             }

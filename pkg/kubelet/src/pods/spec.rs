@@ -41,7 +41,9 @@ pub fn dns_config(cfg: &Config, pod: &Pod, host_resolv: &str) -> Option<cri::Dns
     let mut dns = match policy {
         "None" => cri::DnsConfig::default(),
         "Default" => cri::DnsConfig { servers: host_servers, searches: host_searches, options: host_options },
-        "ClusterFirst" if hostnet => cri::DnsConfig { servers: host_servers, searches: host_searches, options: host_options },
+        "ClusterFirst" if hostnet => {
+            cri::DnsConfig { servers: host_servers, searches: host_searches, options: host_options }
+        }
         _ => {
             let ns = pod_namespace(pod);
             let d = &cfg.cluster_domain;
@@ -240,9 +242,9 @@ pub struct ContainerInputs {
 
 pub fn container_config(pod: &Pod, c: &Container, inputs: ContainerInputs) -> cri::ContainerConfig {
     let res = c.resources.clone().unwrap_or_default();
-    let get = |m: &Option<std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>, k: &str| {
-        m.as_ref().and_then(|m| m.get(k)).map(|q| q.0.clone())
-    };
+    let get =
+        |m: &Option<std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+         k: &str| { m.as_ref().and_then(|m| m.get(k)).map(|q| q.0.clone()) };
     let cpu_req = get(&res.requests, "cpu").or_else(|| get(&res.limits, "cpu")).and_then(|q| cpu_millis(&q));
     let cpu_lim = get(&res.limits, "cpu").and_then(|q| cpu_millis(&q));
     let mem_lim = get(&res.limits, "memory").and_then(|q| memory_bytes(&q));
@@ -331,7 +333,11 @@ mod tests {
             control_plane: true,
             cgroup_root: "/k1s".into(),
             registries: None,
-            server_tls: crate::server::ServerTls { ca_pem: String::new(), cert_pem: String::new(), key_pem: String::new() },
+            server_tls: crate::server::ServerTls {
+                ca_pem: String::new(),
+                cert_pem: String::new(),
+                key_pem: String::new(),
+            },
         };
         let pod: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "p", "namespace": "shop", "uid": "u"},

@@ -88,7 +88,12 @@ fn container_status(r: &ContainerRecord) -> Value {
     // The last termination: the previous instance, or the current one if we wait to restart it.
     let last = match (&r.waiting, &r.current) {
         (Some(_), Some(i)) if i.state == InstanceState::Exited => terminated_json(i),
-        _ => r.previous.as_ref().filter(|p| p.state == InstanceState::Exited).map(terminated_json).unwrap_or_else(|| json!({})),
+        _ => r
+            .previous
+            .as_ref()
+            .filter(|p| p.state == InstanceState::Exited)
+            .map(terminated_json)
+            .unwrap_or_else(|| json!({})),
     };
     let mut s = json!({
         "name": r.name,
@@ -119,7 +124,12 @@ fn phase(o: &Observed<'_>) -> &'static str {
     let mut pending_init = false;
     for (c, r) in init_specs.iter().zip(o.init.iter()) {
         let sidecar = c.restart_policy.as_deref() == Some("Always");
-        let done = if sidecar { r.started } else { r.current.as_ref().is_some_and(|i| i.state == InstanceState::Exited && i.exit_code == 0) && r.waiting.is_none() };
+        let done = if sidecar {
+            r.started
+        } else {
+            r.current.as_ref().is_some_and(|i| i.state == InstanceState::Exited && i.exit_code == 0)
+                && r.waiting.is_none()
+        };
         if !done {
             let failed = r.current.as_ref().is_some_and(|i| i.state == InstanceState::Exited && i.exit_code != 0);
             if failed && restart == "Never" && !sidecar {
@@ -215,7 +225,8 @@ pub fn compute(o: &Observed<'_>) -> Value {
             if c.restart_policy.as_deref() == Some("Always") {
                 !r.started
             } else {
-                !(r.current.as_ref().is_some_and(|i| i.state == InstanceState::Exited && i.exit_code == 0) && r.waiting.is_none())
+                !(r.current.as_ref().is_some_and(|i| i.state == InstanceState::Exited && i.exit_code == 0)
+                    && r.waiting.is_none())
             }
         })
         .map(|(c, _)| c.name.clone())
@@ -227,7 +238,10 @@ pub fn compute(o: &Observed<'_>) -> Value {
     let (ready_reason, ready_msg) = if terminal {
         (Some("PodCompleted"), None)
     } else if !initialized {
-        (Some("ContainersNotInitialized"), Some(format!("containers with incomplete status: [{}]", incomplete_init.join(" "))))
+        (
+            Some("ContainersNotInitialized"),
+            Some(format!("containers with incomplete status: [{}]", incomplete_init.join(" "))),
+        )
     } else if !unready.is_empty() {
         (Some("ContainersNotReady"), Some(format!("containers with unready status: [{}]", unready.join(" "))))
     } else {
@@ -239,8 +253,20 @@ pub fn compute(o: &Observed<'_>) -> Value {
             &prev_conditions,
             "Initialized",
             initialized,
-            if initialized { if terminal && !init_specs.is_empty() { Some("PodCompleted") } else { None } } else { Some("ContainersNotInitialized") },
-            if initialized { None } else { Some(format!("containers with incomplete status: [{}]", incomplete_init.join(" "))) },
+            if initialized {
+                if terminal && !init_specs.is_empty() {
+                    Some("PodCompleted")
+                } else {
+                    None
+                }
+            } else {
+                Some("ContainersNotInitialized")
+            },
+            if initialized {
+                None
+            } else {
+                Some(format!("containers with incomplete status: [{}]", incomplete_init.join(" ")))
+            },
             now,
         ),
         condition(&prev_conditions, "Ready", containers_ready, ready_reason, ready_msg.clone(), now),
@@ -332,15 +358,23 @@ mod tests {
     #[test]
     fn running_but_not_ready_until_the_probe_passes() {
         let p = pod("Always");
-        let mut r = ContainerRecord { name: "c".into(), image: "busybox".into(), current: Some(running()), started: true, ..Default::default() };
+        let mut r = ContainerRecord {
+            name: "c".into(),
+            image: "busybox".into(),
+            current: Some(running()),
+            started: true,
+            ..Default::default()
+        };
         let s = compute(&observed(&p, std::slice::from_ref(&r)));
         assert_eq!(s["phase"], "Running");
-        let ready = s["conditions"].as_array().expect("c").iter().find(|c| c["type"] == "Ready").expect("ready").clone();
+        let ready =
+            s["conditions"].as_array().expect("c").iter().find(|c| c["type"] == "Ready").expect("ready").clone();
         assert_eq!(ready["status"], "False");
         assert_eq!(ready["message"], "containers with unready status: [c]");
         r.ready = true;
         let s = compute(&observed(&p, &[r]));
-        let ready = s["conditions"].as_array().expect("c").iter().find(|c| c["type"] == "Ready").expect("ready").clone();
+        let ready =
+            s["conditions"].as_array().expect("c").iter().find(|c| c["type"] == "Ready").expect("ready").clone();
         assert_eq!(ready["status"], "True");
         assert_eq!(s["containerStatuses"][0]["containerID"], "containerd://abc");
     }
@@ -348,13 +382,22 @@ mod tests {
     #[test]
     fn crash_loop_shows_waiting_with_last_termination_and_pod_running() {
         let p = pod("Always");
-        let exited = Instance { state: InstanceState::Exited, exit_code: 1, reason: "Error".into(), finished_at: Some("2026-01-01T00:00:03Z".into()), ..running() };
+        let exited = Instance {
+            state: InstanceState::Exited,
+            exit_code: 1,
+            reason: "Error".into(),
+            finished_at: Some("2026-01-01T00:00:03Z".into()),
+            ..running()
+        };
         let r = ContainerRecord {
             name: "c".into(),
             image: "busybox".into(),
             restart_count: 2,
             current: Some(exited),
-            waiting: Some(("CrashLoopBackOff".into(), "back-off 20s restarting failed container=c pod=p_default(u1)".into())),
+            waiting: Some((
+                "CrashLoopBackOff".into(),
+                "back-off 20s restarting failed container=c pod=p_default(u1)".into(),
+            )),
             ..Default::default()
         };
         let s = compute(&observed(&p, &[r]));
@@ -380,7 +423,11 @@ mod tests {
     #[test]
     fn image_pull_errors_keep_the_pod_pending() {
         let p = pod("Always");
-        let r = ContainerRecord { name: "c".into(), waiting: Some(("ImagePullBackOff".into(), "Back-off pulling image".into())), ..Default::default() };
+        let r = ContainerRecord {
+            name: "c".into(),
+            waiting: Some(("ImagePullBackOff".into(), "Back-off pulling image".into())),
+            ..Default::default()
+        };
         let s = compute(&observed(&p, &[r]));
         assert_eq!(s["phase"], "Pending");
         assert_eq!(s["containerStatuses"][0]["state"]["waiting"]["reason"], "ImagePullBackOff");

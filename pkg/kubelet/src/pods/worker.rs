@@ -189,10 +189,19 @@ impl Worker {
             return Instant::now() + RESYNC;
         }
         if self.start_time.is_none() {
-            self.start_time = pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()).or_else(|| Some(now_rfc3339()));
+            self.start_time = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.start_time.as_ref())
+                .map(|t| t.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+                .or_else(|| Some(now_rfc3339()));
         }
         let terminal = matches!(
-            self.last_status.as_ref().and_then(|s| s.get("phase")).and_then(Value::as_str).or(pod.status.as_ref().and_then(|s| s.phase.as_deref())),
+            self.last_status
+                .as_ref()
+                .and_then(|s| s.get("phase"))
+                .and_then(Value::as_str)
+                .or(pod.status.as_ref().and_then(|s| s.phase.as_deref())),
             Some("Succeeded" | "Failed")
         );
         if terminal {
@@ -215,14 +224,17 @@ impl Worker {
         }
         self.refresh(&pod).await;
         let (inits, apps) = all_containers(&pod);
-        let restart_policy = pod.spec.as_ref().and_then(|s| s.restart_policy.clone()).unwrap_or_else(|| "Always".into());
+        let restart_policy =
+            pod.spec.as_ref().and_then(|s| s.restart_policy.clone()).unwrap_or_else(|| "Always".into());
         // Init containers, in order; restartable ones (sidecars) only need to be started.
         let mut init_done = true;
         for c in &inits {
             let sidecar = c.restart_policy.as_deref() == Some("Always");
             let (cur, _) = self.runtime.get(&c.name).cloned().unwrap_or((None, None));
             match cur {
-                Some(s) if is_state(&s, cri::ContainerState::ContainerExited) && s.exit_code == 0 && !sidecar => continue,
+                Some(s) if is_state(&s, cri::ContainerState::ContainerExited) && s.exit_code == 0 && !sidecar => {
+                    continue
+                }
                 Some(s) if is_state(&s, cri::ContainerState::ContainerRunning) => {
                     if sidecar {
                         self.ensure_probes(&pod, c, &s.id);
@@ -263,7 +275,8 @@ impl Worker {
                         self.waiting.remove(&c.name);
                         self.ensure_probes(&pod, c, &s.id);
                         if self.probe_results.get(&(s.id.clone(), ProbeKind::Liveness)) == Some(&ProbeResult::Failure)
-                            || self.probe_results.get(&(s.id.clone(), ProbeKind::Startup)) == Some(&ProbeResult::Failure)
+                            || self.probe_results.get(&(s.id.clone(), ProbeKind::Startup))
+                                == Some(&ProbeResult::Failure)
                         {
                             self.kill_unhealthy(&pod, c, &s).await;
                             wake = Instant::now();
@@ -286,7 +299,11 @@ impl Worker {
                     }
                     Some(s) if is_state(&s, cri::ContainerState::ContainerCreated) => {
                         // Created but never started (a start failed): remove and retry.
-                        let _ = self.shared.runtime.remove_container(cri::RemoveContainerRequest { container_id: s.id.clone() }).await;
+                        let _ = self
+                            .shared
+                            .runtime
+                            .remove_container(cri::RemoveContainerRequest { container_id: s.id.clone() })
+                            .await;
                         self.runtime.remove(&c.name);
                     }
                     _ => {
@@ -314,8 +331,13 @@ impl Worker {
     async fn ensure_sandbox(&mut self, pod: &Pod) -> bool {
         let rt = self.shared.runtime.clone();
         if let Some(id) = self.sandbox.as_ref().map(|s| s.id.clone()) {
-            match rt.pod_sandbox_status(cri::PodSandboxStatusRequest { pod_sandbox_id: id.clone(), verbose: false }).await {
-                Ok(r) if r.status.as_ref().is_some_and(|s| s.state == cri::PodSandboxState::SandboxReady as i32) => return true,
+            match rt
+                .pod_sandbox_status(cri::PodSandboxStatusRequest { pod_sandbox_id: id.clone(), verbose: false })
+                .await
+            {
+                Ok(r) if r.status.as_ref().is_some_and(|s| s.state == cri::PodSandboxState::SandboxReady as i32) => {
+                    return true
+                }
                 _ => {
                     tracing::info!(pod = pod_name(pod), "sandbox is not ready; recreating it");
                     self.kill_containers(pod, 2).await;
@@ -335,7 +357,10 @@ impl Worker {
                     attempt = s.metadata.as_ref().map(|m| m.attempt + 1).unwrap_or(0);
                     if s.state == cri::PodSandboxState::SandboxReady as i32 {
                         let ip = rt
-                            .pod_sandbox_status(cri::PodSandboxStatusRequest { pod_sandbox_id: s.id.clone(), verbose: false })
+                            .pod_sandbox_status(cri::PodSandboxStatusRequest {
+                                pod_sandbox_id: s.id.clone(),
+                                verbose: false,
+                            })
                             .await
                             .ok()
                             .and_then(|r| r.status)
@@ -356,10 +381,14 @@ impl Worker {
         }
         let cfg = spec::sandbox_config(&self.shared.config, pod, attempt, &self.host_resolv);
         let _ = std::fs::create_dir_all(&cfg.log_directory);
-        match rt.run_pod_sandbox(cri::RunPodSandboxRequest { config: Some(cfg), runtime_handler: String::new() }).await {
+        match rt.run_pod_sandbox(cri::RunPodSandboxRequest { config: Some(cfg), runtime_handler: String::new() }).await
+        {
             Ok(r) => {
                 let ip = rt
-                    .pod_sandbox_status(cri::PodSandboxStatusRequest { pod_sandbox_id: r.pod_sandbox_id.clone(), verbose: false })
+                    .pod_sandbox_status(cri::PodSandboxStatusRequest {
+                        pod_sandbox_id: r.pod_sandbox_id.clone(),
+                        verbose: false,
+                    })
                     .await
                     .ok()
                     .and_then(|r| r.status)
@@ -367,7 +396,12 @@ impl Worker {
                     .map(|n| n.ip)
                     .filter(|ip| !ip.is_empty());
                 if attempt > 0 {
-                    self.shared.event(&pod_ref(pod), Normal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.");
+                    self.shared.event(
+                        &pod_ref(pod),
+                        Normal,
+                        "SandboxChanged",
+                        "Pod sandbox changed, it will be killed and re-created.",
+                    );
                 }
                 self.sandbox = Some(Sandbox { id: r.pod_sandbox_id, ip, attempt });
                 self.runtime.clear();
@@ -405,7 +439,8 @@ impl Worker {
     async fn refresh(&mut self, pod: &Pod) {
         let Some(sb) = &self.sandbox else { return };
         let filter = cri::ContainerFilter { pod_sandbox_id: sb.id.clone(), ..Default::default() };
-        let list = match self.shared.runtime.list_containers(cri::ListContainersRequest { filter: Some(filter) }).await {
+        let list = match self.shared.runtime.list_containers(cri::ListContainersRequest { filter: Some(filter) }).await
+        {
             Ok(l) => l.containers,
             Err(e) => {
                 tracing::debug!(error = %e, "ListContainers failed");
@@ -422,11 +457,20 @@ impl Worker {
             cs.sort_by_key(|c| std::cmp::Reverse(c.created_at));
             // Keep the newest two instances; older dead ones are garbage.
             for old in cs.iter().skip(2) {
-                let _ = self.shared.runtime.remove_container(cri::RemoveContainerRequest { container_id: old.id.clone() }).await;
+                let _ = self
+                    .shared
+                    .runtime
+                    .remove_container(cri::RemoveContainerRequest { container_id: old.id.clone() })
+                    .await;
             }
             let mut statuses = Vec::new();
             for c in cs.iter().take(2) {
-                if let Ok(r) = self.shared.runtime.container_status(cri::ContainerStatusRequest { container_id: c.id.clone(), verbose: false }).await {
+                if let Ok(r) = self
+                    .shared
+                    .runtime
+                    .container_status(cri::ContainerStatusRequest { container_id: c.id.clone(), verbose: false })
+                    .await
+                {
                     if let Some(s) = r.status {
                         statuses.push(s);
                     }
@@ -461,7 +505,12 @@ impl Worker {
                 self.uid
             );
             if self.waiting.get(&c.name).map(|w| w.0.as_str()) != Some("CrashLoopBackOff") {
-                self.shared.event(&container_ref(pod, &c.name), Warning, "BackOff", "Back-off restarting failed container");
+                self.shared.event(
+                    &container_ref(pod, &c.name),
+                    Warning,
+                    "BackOff",
+                    "Back-off restarting failed container",
+                );
             }
             self.waiting.insert(c.name.clone(), ("CrashLoopBackOff".into(), msg));
             return Some(failed_at + delay);
@@ -488,23 +537,26 @@ impl Worker {
         }
         self.waiting.insert(c.name.clone(), ("ContainerCreating".into(), String::new()));
         let secrets = self.pull_secrets(pod).await;
-        let ensured = match crate::images::ensure_image(&self.shared, &image, &policy, &secrets, &container_ref(pod, &c.name)).await {
-            Ok(e) => {
-                self.pull_failed_at.remove(&pull_key);
-                self.pull_backoff.forget(&pull_key);
-                e
-            }
-            Err(e) => {
-                let reason = match e {
-                    crate::images::PullError::NeverPull(_) => "ErrImageNeverPull",
-                    crate::images::PullError::Failed(_) => "ErrImagePull",
-                };
-                self.pull_failed_at.insert(pull_key.clone(), Instant::now());
-                self.pull_backoff.next(&pull_key, Instant::now());
-                self.waiting.insert(c.name.clone(), (reason.into(), e.to_string()));
-                return Some(Instant::now() + self.pull_backoff.delay(&pull_key));
-            }
-        };
+        let ensured =
+            match crate::images::ensure_image(&self.shared, &image, &policy, &secrets, &container_ref(pod, &c.name))
+                .await
+            {
+                Ok(e) => {
+                    self.pull_failed_at.remove(&pull_key);
+                    self.pull_backoff.forget(&pull_key);
+                    e
+                }
+                Err(e) => {
+                    let reason = match e {
+                        crate::images::PullError::NeverPull(_) => "ErrImageNeverPull",
+                        crate::images::PullError::Failed(_) => "ErrImagePull",
+                    };
+                    self.pull_failed_at.insert(pull_key.clone(), Instant::now());
+                    self.pull_backoff.next(&pull_key, Instant::now());
+                    self.waiting.insert(c.name.clone(), (reason.into(), e.to_string()));
+                    return Some(Instant::now() + self.pull_backoff.delay(&pull_key));
+                }
+            };
         let source = super::volumes::ApiSource::new(self.shared.client.clone());
         let env_ctx = super::env::EnvContext {
             node_allocatable: self.allocatable(),
@@ -595,7 +647,8 @@ impl Worker {
             let hosts = dir.join("etc-hosts");
             if !hosts.exists() {
                 let ip = self.sandbox.as_ref().and_then(|s| s.ip.clone()).unwrap_or_default();
-                let host = pod.spec.as_ref().and_then(|s| s.hostname.clone()).unwrap_or_else(|| pod_name(pod).to_string());
+                let host =
+                    pod.spec.as_ref().and_then(|s| s.hostname.clone()).unwrap_or_else(|| pod_name(pod).to_string());
                 let mut text = String::from(
                     "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n",
                 );
@@ -603,12 +656,20 @@ impl Worker {
                     text.push_str(&format!("{ip}\t{host}\n"));
                 }
                 for ha in pod.spec.as_ref().and_then(|s| s.host_aliases.clone()).unwrap_or_default() {
-                    text.push_str(&format!("\n# Entries added by HostAliases.\n{}\t{}\n", ha.ip, ha.hostnames.unwrap_or_default().join("\t")));
+                    text.push_str(&format!(
+                        "\n# Entries added by HostAliases.\n{}\t{}\n",
+                        ha.ip,
+                        ha.hostnames.unwrap_or_default().join("\t")
+                    ));
                 }
                 let _ = std::fs::create_dir_all(&dir);
                 let _ = std::fs::write(&hosts, text);
             }
-            out.push(cri::Mount { container_path: "/etc/hosts".into(), host_path: hosts.display().to_string(), ..Default::default() });
+            out.push(cri::Mount {
+                container_path: "/etc/hosts".into(),
+                host_path: hosts.display().to_string(),
+                ..Default::default()
+            });
         }
         let path = c.termination_message_path.clone().unwrap_or_else(|| "/dev/termination-log".into());
         let term_dir = dir.join("containers").join(&c.name);
@@ -628,7 +689,8 @@ impl Worker {
             .into_iter()
             .map(|r| r.name)
             .collect();
-        let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(self.shared.client.clone(), pod_namespace(pod));
+        let api: Api<k8s_openapi::api::core::v1::Secret> =
+            Api::namespaced(self.shared.client.clone(), pod_namespace(pod));
         let mut out = Vec::new();
         for n in names {
             if let Ok(s) = api.get(&n).await {
@@ -739,7 +801,12 @@ impl Worker {
             }
         }
         let left = (grace - started.elapsed().as_secs() as i64).max(2);
-        if let Err(e) = self.shared.runtime.stop_container(cri::StopContainerRequest { container_id: id.to_string(), timeout: left }).await {
+        if let Err(e) = self
+            .shared
+            .runtime
+            .stop_container(cri::StopContainerRequest { container_id: id.to_string(), timeout: left })
+            .await
+        {
             tracing::debug!(error = %e, container = %c.name, "StopContainer failed");
         }
     }
@@ -750,8 +817,15 @@ impl Worker {
         for c in apps.iter().chain(inits.iter()) {
             self.stop_probes(&c.name);
             if let Some((Some(s), _)) = self.runtime.get(&c.name) {
-                if is_state(s, cri::ContainerState::ContainerRunning) || is_state(s, cri::ContainerState::ContainerCreated) {
-                    self.shared.event(&container_ref(pod, &c.name), Normal, "Killing", &format!("Stopping container {}", c.name));
+                if is_state(s, cri::ContainerState::ContainerRunning)
+                    || is_state(s, cri::ContainerState::ContainerCreated)
+                {
+                    self.shared.event(
+                        &container_ref(pod, &c.name),
+                        Normal,
+                        "Killing",
+                        &format!("Stopping container {}", c.name),
+                    );
                     stops.push((c.clone(), s.id.clone()));
                 }
             }
@@ -766,12 +840,19 @@ impl Worker {
         let rt = self.shared.runtime.clone();
         let mut filter = cri::PodSandboxFilter::default();
         filter.label_selector.insert(spec::LABEL_POD_UID.into(), self.uid.clone());
-        let sandboxes = rt.list_pod_sandbox(cri::ListPodSandboxRequest { filter: Some(filter) }).await.map(|l| l.items).unwrap_or_default();
+        let sandboxes = rt
+            .list_pod_sandbox(cri::ListPodSandboxRequest { filter: Some(filter) })
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
         for sb in sandboxes {
             let _ = rt.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: sb.id.clone() }).await;
             let _ = rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: sb.id.clone() }).await;
         }
-        cgroups::remove(std::path::Path::new("/sys/fs/cgroup"), &cgroups::pod_cgroup(&self.shared.config.cgroup_root, &self.uid));
+        cgroups::remove(
+            std::path::Path::new("/sys/fs/cgroup"),
+            &cgroups::pod_cgroup(&self.shared.config.cgroup_root, &self.uid),
+        );
         self.torn_down = true;
     }
 
@@ -815,12 +896,26 @@ impl Worker {
     fn termination_message(&self, c: &Container, s: &cri::ContainerStatus) -> String {
         const MAX: usize = 4096;
         let attempt = s.metadata.as_ref().map(|m| m.attempt).unwrap_or(0);
-        let file = self.shared.config.root_dir.join("pods").join(&self.uid).join("containers").join(&c.name).join(attempt.to_string());
-        let mut msg = std::fs::read(&file).map(|b| String::from_utf8_lossy(&b[..b.len().min(MAX)]).into_owned()).unwrap_or_default();
-        if msg.is_empty() && s.exit_code != 0 && c.termination_message_policy.as_deref() == Some("FallbackToLogsOnError") {
+        let file = self
+            .shared
+            .config
+            .root_dir
+            .join("pods")
+            .join(&self.uid)
+            .join("containers")
+            .join(&c.name)
+            .join(attempt.to_string());
+        let mut msg = std::fs::read(&file)
+            .map(|b| String::from_utf8_lossy(&b[..b.len().min(MAX)]).into_owned())
+            .unwrap_or_default();
+        if msg.is_empty()
+            && s.exit_code != 0
+            && c.termination_message_policy.as_deref() == Some("FallbackToLogsOnError")
+        {
             let log = std::fs::read_to_string(&s.log_path).unwrap_or_default();
             let lines: Vec<&str> = log.lines().rev().take(80).collect();
-            let text: Vec<String> = lines.into_iter().rev().map(|l| l.splitn(4, ' ').nth(3).unwrap_or("").to_string()).collect();
+            let text: Vec<String> =
+                lines.into_iter().rev().map(|l| l.splitn(4, ' ').nth(3).unwrap_or("").to_string()).collect();
             let joined = text.join("\n");
             let mut start = joined.len().saturating_sub(2048);
             while !joined.is_char_boundary(start) {
@@ -848,7 +943,8 @@ impl Worker {
                 let running = cur_i.as_ref().is_some_and(|i| i.state == InstanceState::Running);
                 let id = cur.as_ref().map(|s| s.id.clone()).unwrap_or_default();
                 let res = |k| self.probe_results.get(&(id.clone(), k)).copied();
-                let started = running && (c.startup_probe.is_none() || res(ProbeKind::Startup) == Some(ProbeResult::Success));
+                let started =
+                    running && (c.startup_probe.is_none() || res(ProbeKind::Startup) == Some(ProbeResult::Success));
                 let ready = running
                     && started
                     && (c.readiness_probe.is_none() || res(ProbeKind::Readiness) == Some(ProbeResult::Success));
@@ -856,7 +952,11 @@ impl Worker {
                 ContainerRecord {
                     name: c.name.clone(),
                     image: c.image.clone().unwrap_or_default(),
-                    restart_count: cur.as_ref().and_then(|s| s.metadata.as_ref()).map(|m| m.attempt as i32).unwrap_or(0),
+                    restart_count: cur
+                        .as_ref()
+                        .and_then(|s| s.metadata.as_ref())
+                        .map(|m| m.attempt as i32)
+                        .unwrap_or(0),
                     current: cur_i,
                     previous: prev.as_ref().map(|s| self.instance_of(c, s)),
                     waiting,
