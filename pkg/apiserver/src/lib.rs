@@ -20,6 +20,7 @@ mod proxy;
 pub mod registry;
 mod request;
 mod server;
+pub mod service_alloc;
 mod subresources;
 mod table;
 mod virtual_resources;
@@ -50,6 +51,12 @@ pub struct Config {
     /// O `system:masters`) and the CA their serving certificates chain to. `None` answers
     /// `pods/log`, `exec`, `attach` and `portforward` with 503 (no node agent).
     pub kubelet_client: Option<KubeletClientConfig>,
+    /// The Service CIDR ClusterIPs come from (`10.43.0.0/16`).
+    pub service_cidr: String,
+    /// The node address the `kubernetes` Service's endpoints point at.
+    pub endpoint_ip: std::net::IpAddr,
+    /// The cluster DNS address: the `kube-dns` Service's ClusterIP, served by k1s itself.
+    pub cluster_dns: Option<std::net::IpAddr>,
 }
 
 /// A running API server.
@@ -74,7 +81,13 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         mutating: Vec::new(),
         validating: vec![Box::new(lifecycle::NamespaceLifecycle { store: config.store.clone() })],
     };
-    let registry = Arc::new(Registry { store: config.store.clone(), admission: Arc::new(chain) });
+    let cidr = service_alloc::Cidr::parse(&config.service_cidr)
+        .ok_or_else(|| ServeError::Config(format!("invalid service CIDR {:?}", config.service_cidr)))?;
+    let registry = Arc::new(Registry {
+        store: config.store.clone(),
+        admission: Arc::new(chain),
+        services: Some(Arc::new(service_alloc::ServiceAllocator::new(cidr))),
+    });
     let state = Arc::new(handler::State {
         registry: registry.clone(),
         authn: Box::new(auth::UnionAuthenticator(vec![Box::new(auth::X509Authenticator)])),
@@ -91,9 +104,93 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     });
     let task = tokio::spawn(server::serve(listener, tls, state.clone(), cancel.clone()));
     bootstrap(&registry).await;
+    bootstrap_services(&registry, cidr, config.endpoint_ip, local_addr.port(), config.cluster_dns).await;
     state.ready.store(true, Ordering::Release);
     tracing::info!(%local_addr, "API server ready");
     Ok(ApiServer { local_addr, task })
+}
+
+/// The `kubernetes` Service (first address of the Service CIDR) with endpoints at this node's
+/// API server, and the `kube-dns` Service at the cluster DNS address.
+async fn bootstrap_services(
+    registry: &Registry,
+    cidr: service_alloc::Cidr,
+    endpoint_ip: std::net::IpAddr,
+    port: u16,
+    cluster_dns: Option<std::net::IpAddr>,
+) {
+    let find = |g: &str, r: &str| k1s_api::resources::find(g, "v1", r);
+    let (Some(svc), Some(eps), Some(slices)) = (find("", "services"), find("", "endpoints"), find("discovery.k8s.io", "endpointslices")) else {
+        return;
+    };
+    let kubernetes = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": {"clusterIP": cidr.first().to_string(), "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}],
+                 "sessionAffinity": "None", "type": "ClusterIP"},
+    });
+    let endpoints = json!({
+        "apiVersion": "v1", "kind": "Endpoints",
+        "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+        "subsets": [{"addresses": [{"ip": endpoint_ip.to_string()}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}],
+    });
+    let slice = json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"kubernetes.io/service-name": "kubernetes"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [endpoint_ip.to_string()], "conditions": {"ready": true}}],
+        "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+    });
+    let mut objects = vec![(svc, kubernetes.clone()), (eps, endpoints), (slices, slice)];
+    if let Some(dns) = cluster_dns {
+        objects.push((
+            svc,
+            json!({
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "kube-dns", "namespace": "kube-system",
+                             "labels": {"k8s-app": "kube-dns", "kubernetes.io/cluster-service": "true", "kubernetes.io/name": "CoreDNS"},
+                             "annotations": {"k1s.io/node-local": "true"}},
+                "spec": {"clusterIP": dns.to_string(),
+                         "ports": [{"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
+                                   {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53},
+                                   {"name": "metrics", "port": 9153, "protocol": "TCP", "targetPort": 9153}]},
+            }),
+        ));
+    }
+    for (info, obj) in objects {
+        if let Err(e) = registry.ensure(info, obj).await {
+            tracing::error!(resource = info.resource, error = %e, "creating a bootstrap object failed");
+        }
+    }
+    // The API server's port changes between runs when it is picked at random: keep the
+    // endpoints (and the Service's targetPort) current.
+    refresh_endpoints(registry, endpoint_ip, port).await;
+}
+
+async fn refresh_endpoints(registry: &Registry, endpoint_ip: std::net::IpAddr, port: u16) {
+    let find = |g: &str, r: &str| k1s_api::resources::find(g, "v1", r);
+    let user = auth::UserInfo { name: "system:apiserver".into(), uid: String::new(), groups: vec!["system:masters".into()] };
+    let patches = [
+        (find("", "services"), json!({"spec": {"ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]}})),
+        (find("", "endpoints"), json!({"subsets": [{"addresses": [{"ip": endpoint_ip.to_string()}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]})),
+        (find("discovery.k8s.io", "endpointslices"), json!({"endpoints": [{"addresses": [endpoint_ip.to_string()], "conditions": {"ready": true}}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]})),
+    ];
+    for (info, patch) in patches {
+        let Some(info) = info else { continue };
+        let mut ctx = registry::Ctx {
+            user: &user,
+            info,
+            namespace: Some("default"),
+            subresource: None,
+            dry_run: false,
+            field_manager: "kube-apiserver".into(),
+            field_validation: registry::FieldValidation::Ignore,
+            warnings: Vec::new(),
+        };
+        if let Err(e) = registry.patch(&mut ctx, "kubernetes", registry::PatchType::Merge, patch, false).await {
+            tracing::warn!(resource = info.resource, error = %e, "refreshing the kubernetes endpoints failed");
+        }
+    }
 }
 
 async fn bootstrap(registry: &Registry) {

@@ -204,6 +204,12 @@ pub fn matches(info: &ResourceInfo, opts: &ListOptions, obj: &Value) -> bool {
 pub struct Registry {
     pub store: Store,
     pub admission: Arc<Chain>,
+    /// ClusterIP and NodePort allocation; `None` leaves Services as written.
+    pub services: Option<Arc<crate::service_alloc::ServiceAllocator>>,
+}
+
+fn is_services(info: &ResourceInfo) -> bool {
+    info.group.is_empty() && info.resource == "services"
 }
 
 fn strict_error(unknown: &[String]) -> ApiError {
@@ -474,8 +480,34 @@ impl Registry {
         Ok(obj)
     }
 
+    /// The Service allocator, seeded from the stored Services on first use.
+    fn service_allocator(&self, info: &ResourceInfo) -> Result<Option<&crate::service_alloc::ServiceAllocator>, ApiError> {
+        let Some(a) = self.services.as_deref().filter(|_| is_services(info)) else { return Ok(None) };
+        if !a.seeded() {
+            let page = self.store.list(&info.storage_prefix(), None, 0, None).map_err(|e| from_store(e, info, ""))?;
+            let stored: Vec<Value> = page.items.iter().filter_map(|kv| serde_json::from_slice(&kv.value).ok()).collect();
+            a.seed_with(&stored);
+        }
+        Ok(Some(a))
+    }
+
     /// Create of an already decoded and defaulted object (also used by apply-creates).
     async fn create_normalized(&self, ctx: &mut Ctx<'_>, obj: &mut Value) -> Result<(), ApiError> {
+        let alloc = self.service_allocator(ctx.info)?;
+        let taken = match alloc {
+            Some(a) => Some(a.allocate_create(obj)?),
+            None => None,
+        };
+        let res = self.create_allocated(ctx, obj).await;
+        if let (Some(a), Some(t)) = (alloc, &taken) {
+            if res.is_err() || ctx.dry_run {
+                a.release(t);
+            }
+        }
+        res
+    }
+
+    async fn create_allocated(&self, ctx: &mut Ctx<'_>, obj: &mut Value) -> Result<(), ApiError> {
         let info = ctx.info;
         {
             let md = meta_mut(obj);
@@ -648,6 +680,46 @@ impl Registry {
         if ctx.subresource.is_none() {
             info.strategy.prepare_for_update(&mut new, old).map_err(|e| ApiError::bad_request(e.0))?;
         }
+        let alloc = if ctx.subresource.is_none() { self.service_allocator(info)? } else { None };
+        let (taken, freed) = match alloc {
+            Some(a) => {
+                let (t, f) = a.allocate_update(&mut new, old)?;
+                (Some(t), Some(f))
+            }
+            None => (None, None),
+        };
+        let res = self.write_update(ctx, old, old_kv, new).await;
+        if let Some(a) = alloc {
+            match (&res, ctx.dry_run) {
+                (Ok(written), false) => {
+                    if let Some(f) = &freed {
+                        a.release(f);
+                    }
+                    if object::is_deleting(written) && object::finalizers(written).is_empty() {
+                        a.release_service(written);
+                    }
+                }
+                _ => {
+                    if let Some(t) = &taken {
+                        a.release(t);
+                    }
+                }
+            }
+        }
+        res
+    }
+
+    /// Validates and writes an update prepared by `finish_update`.
+    async fn write_update(
+        &self,
+        ctx: &mut Ctx<'_>,
+        old: &Value,
+        old_kv: &KeyValue,
+        mut new: Value,
+    ) -> Result<Value, Option<ApiError>> {
+        let info = ctx.info;
+        let name = object::name(old).to_string();
+        let ns = object::namespace(old).map(str::to_string);
         self.validate(ctx, &new, Some(old))?;
         self.validate_admission(ctx, Operation::Update, &name, ns.as_deref(), Some(&mut new), Some(old)).await?;
         if object::same_content(&new, old) {
@@ -982,7 +1054,12 @@ impl Registry {
                     return Ok(old);
                 }
                 return match self.store.delete(&old_kv.key, Some(old_kv.mod_revision)).await {
-                    Ok(_) => Ok(old),
+                    Ok(_) => {
+                        if let Some(a) = self.services.as_deref().filter(|_| is_services(info)) {
+                            a.release_service(&old);
+                        }
+                        Ok(old)
+                    }
                     Err(StoreError::Conflict { .. }) => continue,
                     Err(e) => Err(from_store(e, info, name)),
                 };

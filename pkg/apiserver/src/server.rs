@@ -19,6 +19,8 @@ pub enum ServeError {
     Tls { what: &'static str, message: String },
     #[error("binding {addr}: {source}")]
     Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("invalid configuration: {0}")]
+    Config(String),
 }
 
 /// PEM material for the listener.

@@ -133,6 +133,9 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
                 .map(|a| SocketAddr::new(a, 0).ip().to_string())
                 .map(|ip| format!("{ip}:{}", config.https_listen_port)),
             bookmark_interval: config.bookmark_interval,
+            service_cidr: config.service_cidr.clone(),
+            endpoint_ip: config.advertise_address.unwrap_or(config.node_ip),
+            cluster_dns: Some(config.cluster_dns),
             kubelet_client: Some(k1s_apiserver::KubeletClientConfig {
                 ca_pem: pki.ca.cert_pem.clone(),
                 cert_pem: kubelet_client.cert_pem.clone(),
