@@ -370,6 +370,9 @@ async fn cluster() -> Option<Cluster> {
             store,
             advertise: None,
             bookmark_interval: Duration::from_secs(60),
+            service_cidr: "10.43.0.0/16".into(),
+            endpoint_ip: "192.0.2.10".parse().expect("ip"),
+            cluster_dns: None,
             kubelet_client: Some(KubeletClientConfig {
                 ca_pem: ca.pem.clone(),
                 cert_pem: client.cert_pem,
