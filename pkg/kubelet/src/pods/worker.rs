@@ -63,6 +63,8 @@ struct Worker {
     start_time: Option<String>,
     last_status: Option<Value>,
     torn_down: bool,
+    /// The sandbox of a finished pod was stopped (its containers are kept for logs).
+    sandbox_stopped: bool,
     finished: bool,
     sandbox_failed_at: Option<Instant>,
     host_resolv: String,
@@ -98,6 +100,7 @@ async fn run_worker(shared: Arc<Shared>, volumes: Arc<VolumeManager>, uid: Strin
         start_time: None,
         last_status: None,
         torn_down: false,
+        sandbox_stopped: false,
         finished: false,
         sandbox_failed_at: None,
         host_resolv: std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default(),
@@ -205,10 +208,15 @@ impl Worker {
             Some("Succeeded" | "Failed")
         );
         if terminal {
-            // Finished pods keep their status; their sandbox goes.
-            if !self.torn_down {
+            // Finished pods keep their status and their exited containers (for `kubectl logs`)
+            // until they are deleted; the sandbox stops, giving its IP back.
+            if !self.sandbox_stopped {
                 self.refresh(&pod).await;
-                self.teardown(&pod, 0).await;
+                self.kill_containers(&pod, 0).await;
+                if let Some(sb) = &self.sandbox {
+                    let _ = self.shared.runtime.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: sb.id.clone() }).await;
+                }
+                self.sandbox_stopped = true;
                 self.push_status(&pod, true).await;
             }
             return Instant::now() + Duration::from_secs(3600);
@@ -972,7 +980,7 @@ impl Worker {
         let (inits, apps) = all_containers(pod);
         let init = self.records(&inits);
         let containers = self.records(&apps);
-        let sandbox_ready = self.sandbox.is_some() && !self.torn_down;
+        let sandbox_ready = self.sandbox.is_some() && !self.torn_down && !self.sandbox_stopped;
         let observed = status::Observed {
             pod,
             init: &init,

@@ -1,0 +1,158 @@
+//! End to end with stock kubectl and real containerd: Deployments roll out, roll back and
+//! scale; deletion cascades; namespaces empty; Jobs complete; unschedulable pods wait (issue 4).
+
+#[path = "../cmd/k1s/tests/common/mod.rs"]
+mod common;
+
+use common::{eventually, Server};
+use serde_json::Value;
+use std::time::Duration;
+
+const IMAGE: &str = "127.0.0.1:5000/busybox:1.36";
+
+fn deployment(name: &str, replicas: u32, image: &str) -> String {
+    format!(
+        r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+spec:
+  replicas: {replicas}
+  selector:
+    matchLabels: {{app: {name}}}
+  strategy:
+    type: RollingUpdate
+    rollingUpdate: {{maxUnavailable: 0, maxSurge: 1}}
+  template:
+    metadata:
+      labels: {{app: {name}}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: web
+        image: {image}
+        command: ["sh", "-c", "mkdir -p /www; hostname > /www/index.html; exec httpd -f -p 8080 -h /www"]
+        readinessProbe:
+          httpGet: {{path: /, port: 8080}}
+          periodSeconds: 1
+"#
+    )
+}
+
+fn pods_of(s: &Server, app: &str) -> Vec<Value> {
+    s.json(&["get", "pods", "-l", &format!("app={app}")])["items"].as_array().cloned().unwrap_or_default()
+}
+
+fn ready(p: &Value) -> bool {
+    p["status"]["conditions"].as_array().is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+}
+
+#[test]
+fn deployment_rolls_out_updates_rolls_back_and_scales() {
+    let s = Server::start_node();
+    s.ok_stdin(&["apply", "-f", "-"], &deployment("web", 3, IMAGE));
+    s.ok(&["rollout", "status", "deployment/web", "--timeout=180s"]);
+    let pods = pods_of(&s, "web");
+    assert_eq!(pods.len(), 3);
+    assert!(pods.iter().all(|p| p["status"]["phase"] == "Running" && ready(p)), "{pods:?}");
+    // set image rolls out with maxUnavailable=0: never fewer than 3 ready.
+    s.ok(&["set", "image", "deployment/web", "web=127.0.0.1:5000/busybox:latest"]);
+    s.ok(&["rollout", "status", "deployment/web", "--timeout=180s"]);
+    let rs = s.json(&["get", "rs", "-l", "app=web"]);
+    assert_eq!(rs["items"].as_array().map(Vec::len), Some(2), "two ReplicaSets after an update");
+    assert_eq!(s.ok(&["get", "deploy", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}"]), "127.0.0.1:5000/busybox:latest");
+    // rollout undo returns to the previous ReplicaSet.
+    s.ok(&["rollout", "undo", "deployment/web"]);
+    s.ok(&["rollout", "status", "deployment/web", "--timeout=180s"]);
+    assert_eq!(s.ok(&["get", "deploy", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}"]), IMAGE);
+    let history = s.ok(&["rollout", "history", "deployment/web"]);
+    assert!(history.contains('3'), "{history}");
+    // Scale to 0, then 2.
+    s.ok(&["scale", "deployment/web", "--replicas=0"]);
+    eventually(Duration::from_secs(60), "no pods", || pods_of(&s, "web").is_empty().then_some(()));
+    s.ok(&["scale", "deployment/web", "--replicas=2"]);
+    s.ok(&["rollout", "status", "deployment/web", "--timeout=120s"]);
+    eventually(Duration::from_secs(60), "2 ready pods", || {
+        let p = pods_of(&s, "web");
+        (p.len() == 2 && p.iter().all(ready)).then_some(())
+    });
+    let events = s.ok(&["get", "events", "-o", "jsonpath={range .items[*]}{.reason}{\"\\n\"}{end}"]);
+    for r in ["ScalingReplicaSet", "SuccessfulCreate", "Scheduled", "Started"] {
+        assert!(events.lines().any(|l| l == r), "missing {r} event");
+    }
+}
+
+#[test]
+fn deleting_a_deployment_cascades_in_background_and_foreground() {
+    let s = Server::start_node();
+    s.ok_stdin(&["apply", "-f", "-"], &deployment("bg", 2, IMAGE));
+    s.ok(&["rollout", "status", "deployment/bg", "--timeout=180s"]);
+    s.ok(&["delete", "deployment", "bg"]);
+    eventually(Duration::from_secs(60), "background cascade", || {
+        let rs = s.json(&["get", "rs", "-l", "app=bg"])["items"].as_array().map(Vec::len).unwrap_or(0);
+        (rs == 0 && pods_of(&s, "bg").is_empty()).then_some(())
+    });
+    s.ok_stdin(&["apply", "-f", "-"], &deployment("fg", 2, IMAGE));
+    s.ok(&["rollout", "status", "deployment/fg", "--timeout=180s"]);
+    s.ok(&["delete", "deployment", "fg", "--cascade=foreground", "--wait=true", "--timeout=120s"]);
+    // Foreground: the owner goes last, so once it is gone so are its dependents.
+    assert_eq!(s.json(&["get", "rs", "-l", "app=fg"])["items"].as_array().map(Vec::len), Some(0));
+    eventually(Duration::from_secs(30), "pods gone", || pods_of(&s, "fg").is_empty().then_some(()));
+}
+
+#[test]
+fn deleting_a_namespace_with_workloads_empties_it() {
+    let s = Server::start_node();
+    s.ok(&["create", "namespace", "shop"]);
+    s.ok_stdin(&["apply", "-n", "shop", "-f", "-"], &deployment("cart", 2, IMAGE));
+    s.ok(&["create", "configmap", "settings", "-n", "shop", "--from-literal=a=b"]);
+    s.ok(&["expose", "deployment", "cart", "-n", "shop", "--port=80", "--target-port=8080"]);
+    s.ok(&["rollout", "status", "deployment/cart", "-n", "shop", "--timeout=180s"]);
+    s.ok(&["delete", "namespace", "shop", "--wait=true", "--timeout=180s"]);
+    let out = s.kubectl(&["get", "namespace", "shop"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("NotFound"));
+    let left = s.ok(&["get", "pods,rs,deploy,svc,cm", "-n", "shop", "-o", "name"]);
+    assert!(left.trim().is_empty(), "left behind: {left}");
+}
+
+#[test]
+fn a_job_runs_to_completion() {
+    let s = Server::start_node();
+    let job = format!(
+        "apiVersion: batch/v1\nkind: Job\nmetadata: {{name: count}}\nspec:\n  completions: 2\n  parallelism: 2\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: c\n        image: {IMAGE}\n        command: [\"sh\", \"-c\", \"echo counted\"]\n"
+    );
+    s.ok_stdin(&["apply", "-f", "-"], &job);
+    s.ok(&["wait", "--for=condition=complete", "job/count", "--timeout=180s"]);
+    let j = s.json(&["get", "job", "count"]);
+    assert_eq!(j["status"]["succeeded"], 2);
+    let table = s.ok(&["get", "job", "count"]);
+    assert!(table.contains("Complete") && table.contains("2/2"), "{table}");
+    let pod = s.ok(&["get", "pods", "-l", "job-name=count", "-o", "jsonpath={.items[0].metadata.name}"]);
+    assert_eq!(s.ok(&["logs", &pod]).trim(), "counted");
+}
+
+#[test]
+fn a_pod_requesting_more_cpu_than_the_node_has_stays_pending_with_failed_scheduling() {
+    let s = Server::start_node();
+    let pod = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: greedy}}\nspec:\n  containers:\n  - name: c\n    image: {IMAGE}\n    command: [\"sleep\", \"3600\"]\n    resources:\n      requests: {{cpu: \"1000\"}}\n"
+    );
+    s.ok_stdin(&["apply", "-f", "-"], &pod);
+    let p = eventually(Duration::from_secs(60), "PodScheduled=False", || {
+        let p = s.json(&["get", "pod", "greedy"]);
+        let c = p["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == "PodScheduled")?.clone();
+        (c["status"] == "False").then_some(c)
+    });
+    assert_eq!(p["reason"], "Unschedulable");
+    assert!(p["message"].as_str().unwrap_or("").contains("Insufficient cpu"), "{p}");
+    let events = eventually(Duration::from_secs(30), "FailedScheduling event", || {
+        let e = s.ok(&["get", "events", "--field-selector=involvedObject.name=greedy,reason=FailedScheduling", "-o", "name"]);
+        (!e.trim().is_empty()).then_some(e)
+    });
+    assert!(!events.is_empty());
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(s.ok(&["get", "pod", "greedy", "-o", "jsonpath={.status.phase}"]), "Pending");
+    let describe = s.ok(&["describe", "pod", "greedy"]);
+    assert!(describe.contains("FailedScheduling") && describe.contains("Insufficient cpu"), "{describe}");
+}

@@ -1,0 +1,267 @@
+//! Makes the cluster DNS address a local address of the host: a dummy interface (`k1s-dns0`)
+//! holding it as a /32 (/128 for IPv6), so that packets from pods on the bridge are delivered
+//! locally (the local routing table is consulted before the main one, so the blackhole route
+//! the proxy sets for the Service CIDR does not swallow them) and the server can bind it.
+//! Idempotent; [`remove_interface`] undoes it. Netlink sits behind [`Netlink`] so the logic is
+//! tested without root.
+
+use std::future::Future;
+use std::net::IpAddr;
+
+use futures::TryStreamExt;
+use rtnetlink::packet_route::address::AddressAttribute;
+use rtnetlink::packet_route::link::LinkFlags;
+use rtnetlink::{Handle, LinkDummy, LinkUnspec};
+
+/// The interface that holds the cluster DNS address.
+pub const INTERFACE: &str = "k1s-dns0";
+
+const ENODEV: i32 = 19;
+const EEXIST: i32 = 17;
+
+#[derive(Debug, thiserror::Error)]
+pub enum IfaceError {
+    #[error("opening a netlink socket: {0}")]
+    Connect(#[source] std::io::Error),
+    #[error("looking up link {link}: {source}")]
+    Lookup { link: String, source: rtnetlink::Error },
+    #[error("creating dummy link {link}: {source}")]
+    Create { link: String, source: rtnetlink::Error },
+    #[error("link {link} vanished right after it was created")]
+    Vanished { link: String },
+    #[error("bringing link {link} up: {source}")]
+    SetUp { link: String, source: rtnetlink::Error },
+    #[error("listing the addresses of link {link}: {source}")]
+    ListAddresses { link: String, source: rtnetlink::Error },
+    #[error("adding {ip} to link {link}: {source}")]
+    AddAddress { link: String, ip: IpAddr, source: rtnetlink::Error },
+    #[error("deleting link {link}: {source}")]
+    Delete { link: String, source: rtnetlink::Error },
+}
+
+/// What [`ensure_local_address`] needs to know about a link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkState {
+    pub index: u32,
+    pub up: bool,
+}
+
+/// The few netlink operations the DNS address needs.
+pub trait Netlink: Send + Sync {
+    fn link(&self, name: &str) -> impl Future<Output = Result<Option<LinkState>, IfaceError>> + Send;
+    /// Creates a dummy link; one that already exists is not an error.
+    fn add_dummy(&self, name: &str) -> impl Future<Output = Result<(), IfaceError>> + Send;
+    fn set_up(&self, name: &str, index: u32) -> impl Future<Output = Result<(), IfaceError>> + Send;
+    fn addresses(&self, name: &str, index: u32) -> impl Future<Output = Result<Vec<IpAddr>, IfaceError>> + Send;
+    /// Adds a host address; one already present is not an error.
+    fn add_address(&self, name: &str, index: u32, ip: IpAddr) -> impl Future<Output = Result<(), IfaceError>> + Send;
+    fn delete_link(&self, name: &str, index: u32) -> impl Future<Output = Result<(), IfaceError>> + Send;
+}
+
+/// Ensures `link` exists (as a dummy), is up and holds `ip`.
+pub async fn ensure_local_address<N: Netlink>(netlink: &N, link: &str, ip: IpAddr) -> Result<(), IfaceError> {
+    let state = match netlink.link(link).await? {
+        Some(state) => state,
+        None => {
+            netlink.add_dummy(link).await?;
+            tracing::info!(%link, "created the cluster DNS interface");
+            netlink.link(link).await?.ok_or_else(|| IfaceError::Vanished { link: link.to_string() })?
+        }
+    };
+    if !state.up {
+        netlink.set_up(link, state.index).await?;
+    }
+    if !netlink.addresses(link, state.index).await?.contains(&ip) {
+        netlink.add_address(link, state.index, ip).await?;
+        tracing::info!(%link, %ip, "added the cluster DNS address");
+    }
+    Ok(())
+}
+
+/// Deletes `link` (and with it its addresses); returns whether it existed.
+pub async fn remove_interface<N: Netlink>(netlink: &N, link: &str) -> Result<bool, IfaceError> {
+    match netlink.link(link).await? {
+        Some(state) => {
+            netlink.delete_link(link, state.index).await?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
+/// [`Netlink`] over an rtnetlink socket.
+pub struct RtNetlink {
+    handle: Handle,
+}
+
+impl RtNetlink {
+    /// Opens a netlink socket; its I/O runs on a task that ends when this value is dropped.
+    pub fn connect() -> Result<RtNetlink, IfaceError> {
+        let (connection, handle, _) = rtnetlink::new_connection().map_err(IfaceError::Connect)?;
+        tokio::spawn(connection);
+        Ok(RtNetlink { handle })
+    }
+}
+
+fn errno(e: &rtnetlink::Error) -> Option<i32> {
+    match e {
+        rtnetlink::Error::NetlinkError(m) => Some(-m.raw_code()),
+        _ => None,
+    }
+}
+
+impl Netlink for RtNetlink {
+    async fn link(&self, name: &str) -> Result<Option<LinkState>, IfaceError> {
+        let mut links = self.handle.link().get().match_name(name.to_string()).execute();
+        match links.try_next().await {
+            Ok(Some(msg)) => {
+                Ok(Some(LinkState { index: msg.header.index, up: msg.header.flags.contains(LinkFlags::Up) }))
+            }
+            Ok(None) => Ok(None),
+            Err(e) if errno(&e) == Some(ENODEV) => Ok(None),
+            Err(source) => Err(IfaceError::Lookup { link: name.to_string(), source }),
+        }
+    }
+
+    async fn add_dummy(&self, name: &str) -> Result<(), IfaceError> {
+        match self.handle.link().add(LinkDummy::new(name).up().build()).execute().await {
+            Err(e) if errno(&e) != Some(EEXIST) => Err(IfaceError::Create { link: name.to_string(), source: e }),
+            _ => Ok(()),
+        }
+    }
+
+    async fn set_up(&self, name: &str, index: u32) -> Result<(), IfaceError> {
+        self.handle
+            .link()
+            .set(LinkUnspec::new_with_index(index).up().build())
+            .execute()
+            .await
+            .map_err(|source| IfaceError::SetUp { link: name.to_string(), source })
+    }
+
+    async fn addresses(&self, name: &str, index: u32) -> Result<Vec<IpAddr>, IfaceError> {
+        let err = |source| IfaceError::ListAddresses { link: name.to_string(), source };
+        let mut stream = self.handle.address().get().set_link_index_filter(index).execute();
+        let mut out = Vec::new();
+        while let Some(msg) = stream.try_next().await.map_err(err)? {
+            for attr in msg.attributes {
+                if let AddressAttribute::Address(ip) | AddressAttribute::Local(ip) = attr {
+                    if !out.contains(&ip) {
+                        out.push(ip);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn add_address(&self, name: &str, index: u32, ip: IpAddr) -> Result<(), IfaceError> {
+        let prefix = if ip.is_ipv4() { 32 } else { 128 };
+        match self.handle.address().add(index, ip, prefix).execute().await {
+            Err(e) if errno(&e) != Some(EEXIST) => Err(IfaceError::AddAddress { link: name.to_string(), ip, source: e }),
+            _ => Ok(()),
+        }
+    }
+
+    async fn delete_link(&self, name: &str, index: u32) -> Result<(), IfaceError> {
+        match self.handle.link().del(index).execute().await {
+            Err(e) if errno(&e) != Some(ENODEV) => Err(IfaceError::Delete { link: name.to_string(), source: e }),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod fake {
+    //! An in-memory [`Netlink`] that records the changes asked of it.
+    use super::*;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    pub struct FakeNetlink {
+        /// name ▶ (index, up, addresses)
+        pub links: Mutex<Vec<(String, u32, bool, Vec<IpAddr>)>>,
+        pub calls: Mutex<Vec<String>>,
+    }
+
+    impl FakeNetlink {
+        fn call(&self, c: String) {
+            self.calls.lock().expect("calls").push(c);
+        }
+        pub fn calls(&self) -> Vec<String> {
+            self.calls.lock().expect("calls").clone()
+        }
+    }
+
+    impl Netlink for FakeNetlink {
+        async fn link(&self, name: &str) -> Result<Option<LinkState>, IfaceError> {
+            let links = self.links.lock().expect("links");
+            Ok(links.iter().find(|l| l.0 == name).map(|l| LinkState { index: l.1, up: l.2 }))
+        }
+        async fn add_dummy(&self, name: &str) -> Result<(), IfaceError> {
+            self.call(format!("add_dummy {name}"));
+            let mut links = self.links.lock().expect("links");
+            let index = u32::try_from(links.len()).expect("index") + 10;
+            links.push((name.to_string(), index, true, Vec::new()));
+            Ok(())
+        }
+        async fn set_up(&self, name: &str, _index: u32) -> Result<(), IfaceError> {
+            self.call(format!("set_up {name}"));
+            let mut links = self.links.lock().expect("links");
+            links.iter_mut().filter(|l| l.0 == name).for_each(|l| l.2 = true);
+            Ok(())
+        }
+        async fn addresses(&self, name: &str, _index: u32) -> Result<Vec<IpAddr>, IfaceError> {
+            let links = self.links.lock().expect("links");
+            Ok(links.iter().find(|l| l.0 == name).map(|l| l.3.clone()).unwrap_or_default())
+        }
+        async fn add_address(&self, name: &str, _index: u32, ip: IpAddr) -> Result<(), IfaceError> {
+            self.call(format!("add_address {name} {ip}"));
+            let mut links = self.links.lock().expect("links");
+            links.iter_mut().filter(|l| l.0 == name).for_each(|l| l.3.push(ip));
+            Ok(())
+        }
+        async fn delete_link(&self, name: &str, _index: u32) -> Result<(), IfaceError> {
+            self.call(format!("delete_link {name}"));
+            self.links.lock().expect("links").retain(|l| l.0 != name);
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fake::FakeNetlink;
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("ip")
+    }
+
+    #[tokio::test]
+    async fn ensuring_twice_creates_the_link_and_adds_the_address_once() {
+        let nl = FakeNetlink::default();
+        ensure_local_address(&nl, INTERFACE, ip("10.43.0.10")).await.expect("first");
+        ensure_local_address(&nl, INTERFACE, ip("10.43.0.10")).await.expect("second");
+        assert_eq!(nl.calls(), vec!["add_dummy k1s-dns0", "add_address k1s-dns0 10.43.0.10"]);
+    }
+
+    #[tokio::test]
+    async fn a_link_left_down_is_brought_up_and_keeps_its_other_addresses() {
+        let nl = FakeNetlink::default();
+        nl.links.lock().expect("links").push((INTERFACE.into(), 7, false, vec![ip("10.43.0.53")]));
+        ensure_local_address(&nl, INTERFACE, ip("10.43.0.10")).await.expect("ensure");
+        assert_eq!(nl.calls(), vec!["set_up k1s-dns0", "add_address k1s-dns0 10.43.0.10"]);
+        let links = nl.links.lock().expect("links");
+        assert_eq!(links[0].3, vec![ip("10.43.0.53"), ip("10.43.0.10")]);
+    }
+
+    #[tokio::test]
+    async fn removing_deletes_the_link_once_and_tolerates_its_absence() {
+        let nl = FakeNetlink::default();
+        ensure_local_address(&nl, INTERFACE, ip("10.43.0.10")).await.expect("ensure");
+        assert!(remove_interface(&nl, INTERFACE).await.expect("remove"));
+        assert!(!remove_interface(&nl, INTERFACE).await.expect("remove again"));
+        assert_eq!(nl.calls().iter().filter(|c| c.starts_with("delete_link")).count(), 1);
+    }
+}
