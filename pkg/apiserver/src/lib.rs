@@ -16,6 +16,7 @@ pub mod error;
 mod handler;
 mod lifecycle;
 mod object;
+mod pod_admission;
 mod proxy;
 pub mod registry;
 mod request;
@@ -78,7 +79,10 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     let listener = server::bind(config.listen).await?;
     let local_addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: config.listen, source })?;
     let chain = admission::Chain {
-        mutating: Vec::new(),
+        mutating: vec![
+            Box::new(pod_admission::DefaultTolerationSeconds),
+            Box::new(pod_admission::Priority { store: config.store.clone() }),
+        ],
         validating: vec![Box::new(lifecycle::NamespaceLifecycle { store: config.store.clone() })],
     };
     let cidr = service_alloc::Cidr::parse(&config.service_cidr)
@@ -199,6 +203,18 @@ async fn bootstrap(registry: &Registry) {
         let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
         if let Err(e) = registry.ensure(ns, obj).await {
             tracing::error!(namespace = name, error = %e, "creating default namespace failed");
+        }
+    }
+    if let Some(pc) = k1s_api::resources::find("scheduling.k8s.io", "v1", "priorityclasses") {
+        for (name, value, what) in [
+            ("system-node-critical", 2000001000, "Used for system critical pods that must not be moved from their current node."),
+            ("system-cluster-critical", 2000000000, "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary."),
+        ] {
+            let obj = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+                             "value": value, "description": what, "preemptionPolicy": "PreemptLowerPriority"});
+            if let Err(e) = registry.ensure(pc, obj).await {
+                tracing::error!(class = name, error = %e, "creating a system priority class failed");
+            }
         }
     }
 }

@@ -1,9 +1,12 @@
-//! Makes the cluster DNS address a local address of the host: a dummy interface (`k1s-dns0`)
-//! holding it as a /32 (/128 for IPv6), so that packets from pods on the bridge are delivered
-//! locally (the local routing table is consulted before the main one, so the blackhole route
-//! the proxy sets for the Service CIDR does not swallow them) and the server can bind it.
-//! Idempotent; [`remove_interface`] undoes it. Netlink sits behind [`Netlink`] so the logic is
-//! tested without root.
+//! Makes the cluster DNS address a local address of the host: an interface `k1s-dns0` holding it
+//! as a /32 (/128 for IPv6), so that packets from pods on the bridge are delivered locally (the
+//! local routing table is consulted before the main one, so the blackhole route the proxy sets
+//! for the Service CIDR does not swallow them) and the server can bind it.
+//!
+//! The interface is a `dummy` link (as kube-proxy's `kube-ipvs0`); kernels built without the
+//! dummy driver (some microVM kernels) get a bridge without ports instead, which holds a local
+//! address just as well. Idempotent; [`remove_interface`] undoes it. Netlink sits behind
+//! [`Netlink`] so the logic is tested without root.
 
 use std::future::Future;
 use std::net::IpAddr;
@@ -11,13 +14,22 @@ use std::net::IpAddr;
 use futures::TryStreamExt;
 use rtnetlink::packet_route::address::AddressAttribute;
 use rtnetlink::packet_route::link::LinkFlags;
-use rtnetlink::{Handle, LinkDummy, LinkUnspec};
+use rtnetlink::{Handle, LinkBridge, LinkDummy, LinkUnspec};
 
 /// The interface that holds the cluster DNS address.
 pub const INTERFACE: &str = "k1s-dns0";
 
 const ENODEV: i32 = 19;
 const EEXIST: i32 = 17;
+/// What the kernel answers for a link kind it has no driver for.
+const EOPNOTSUPP: i32 = 95;
+
+/// The kinds of link that can hold the address, in order of preference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkKind {
+    Dummy,
+    Bridge,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum IfaceError {
@@ -25,8 +37,10 @@ pub enum IfaceError {
     Connect(#[source] std::io::Error),
     #[error("looking up link {link}: {source}")]
     Lookup { link: String, source: rtnetlink::Error },
-    #[error("creating dummy link {link}: {source}")]
-    Create { link: String, source: rtnetlink::Error },
+    #[error("creating {kind:?} link {link}: {source}")]
+    Create { link: String, kind: LinkKind, source: rtnetlink::Error },
+    #[error("creating link {link}: the kernel supports neither dummy nor bridge links")]
+    NoLinkKind { link: String },
     #[error("link {link} vanished right after it was created")]
     Vanished { link: String },
     #[error("bringing link {link} up: {source}")]
@@ -49,8 +63,9 @@ pub struct LinkState {
 /// The few netlink operations the DNS address needs.
 pub trait Netlink: Send + Sync {
     fn link(&self, name: &str) -> impl Future<Output = Result<Option<LinkState>, IfaceError>> + Send;
-    /// Creates a dummy link; one that already exists is not an error.
-    fn add_dummy(&self, name: &str) -> impl Future<Output = Result<(), IfaceError>> + Send;
+    /// Creates a link of `kind`; one that already exists is not an error. `Ok(false)` when the
+    /// kernel has no driver for `kind`.
+    fn add_link(&self, name: &str, kind: LinkKind) -> impl Future<Output = Result<bool, IfaceError>> + Send;
     fn set_up(&self, name: &str, index: u32) -> impl Future<Output = Result<(), IfaceError>> + Send;
     fn addresses(&self, name: &str, index: u32) -> impl Future<Output = Result<Vec<IpAddr>, IfaceError>> + Send;
     /// Adds a host address; one already present is not an error.
@@ -58,13 +73,20 @@ pub trait Netlink: Send + Sync {
     fn delete_link(&self, name: &str, index: u32) -> impl Future<Output = Result<(), IfaceError>> + Send;
 }
 
-/// Ensures `link` exists (as a dummy), is up and holds `ip`.
+/// Ensures `link` exists (a dummy, else a bridge), is up and holds `ip`.
 pub async fn ensure_local_address<N: Netlink>(netlink: &N, link: &str, ip: IpAddr) -> Result<(), IfaceError> {
     let state = match netlink.link(link).await? {
         Some(state) => state,
         None => {
-            netlink.add_dummy(link).await?;
-            tracing::info!(%link, "created the cluster DNS interface");
+            let mut created = None;
+            for kind in [LinkKind::Dummy, LinkKind::Bridge] {
+                if netlink.add_link(link, kind).await? {
+                    created = Some(kind);
+                    break;
+                }
+            }
+            let kind = created.ok_or_else(|| IfaceError::NoLinkKind { link: link.to_string() })?;
+            tracing::info!(%link, ?kind, "created the cluster DNS interface");
             netlink.link(link).await?.ok_or_else(|| IfaceError::Vanished { link: link.to_string() })?
         }
     };
@@ -123,10 +145,16 @@ impl Netlink for RtNetlink {
         }
     }
 
-    async fn add_dummy(&self, name: &str) -> Result<(), IfaceError> {
-        match self.handle.link().add(LinkDummy::new(name).up().build()).execute().await {
-            Err(e) if errno(&e) != Some(EEXIST) => Err(IfaceError::Create { link: name.to_string(), source: e }),
-            _ => Ok(()),
+    async fn add_link(&self, name: &str, kind: LinkKind) -> Result<bool, IfaceError> {
+        let message = match kind {
+            LinkKind::Dummy => LinkDummy::new(name).up().build(),
+            LinkKind::Bridge => LinkBridge::new(name).up().build(),
+        };
+        match self.handle.link().add(message).execute().await {
+            Ok(()) => Ok(true),
+            Err(e) if errno(&e) == Some(EEXIST) => Ok(true),
+            Err(e) if errno(&e) == Some(EOPNOTSUPP) => Ok(false),
+            Err(source) => Err(IfaceError::Create { link: name.to_string(), kind, source }),
         }
     }
 
@@ -177,10 +205,14 @@ pub(crate) mod fake {
     use super::*;
     use std::sync::Mutex;
 
+    /// (name, index, up, addresses)
+    pub type FakeLink = (String, u32, bool, Vec<IpAddr>);
+
     #[derive(Default)]
     pub struct FakeNetlink {
-        /// name ▶ (index, up, addresses)
-        pub links: Mutex<Vec<(String, u32, bool, Vec<IpAddr>)>>,
+        pub links: Mutex<Vec<FakeLink>>,
+        /// The kernel lacks the dummy driver.
+        pub no_dummy: bool,
         pub calls: Mutex<Vec<String>>,
     }
 
@@ -198,12 +230,15 @@ pub(crate) mod fake {
             let links = self.links.lock().expect("links");
             Ok(links.iter().find(|l| l.0 == name).map(|l| LinkState { index: l.1, up: l.2 }))
         }
-        async fn add_dummy(&self, name: &str) -> Result<(), IfaceError> {
-            self.call(format!("add_dummy {name}"));
+        async fn add_link(&self, name: &str, kind: LinkKind) -> Result<bool, IfaceError> {
+            self.call(format!("add_link {name} {kind:?}"));
+            if self.no_dummy && kind == LinkKind::Dummy {
+                return Ok(false);
+            }
             let mut links = self.links.lock().expect("links");
             let index = u32::try_from(links.len()).expect("index") + 10;
             links.push((name.to_string(), index, true, Vec::new()));
-            Ok(())
+            Ok(true)
         }
         async fn set_up(&self, name: &str, _index: u32) -> Result<(), IfaceError> {
             self.call(format!("set_up {name}"));
@@ -243,7 +278,17 @@ mod tests {
         let nl = FakeNetlink::default();
         ensure_local_address(&nl, INTERFACE, ip("10.43.0.10")).await.expect("first");
         ensure_local_address(&nl, INTERFACE, ip("10.43.0.10")).await.expect("second");
-        assert_eq!(nl.calls(), vec!["add_dummy k1s-dns0", "add_address k1s-dns0 10.43.0.10"]);
+        assert_eq!(nl.calls(), vec!["add_link k1s-dns0 Dummy", "add_address k1s-dns0 10.43.0.10"]);
+    }
+
+    #[tokio::test]
+    async fn kernels_without_the_dummy_driver_get_a_bridge() {
+        let nl = FakeNetlink { no_dummy: true, ..Default::default() };
+        ensure_local_address(&nl, INTERFACE, ip("10.43.0.10")).await.expect("ensure");
+        assert_eq!(
+            nl.calls(),
+            vec!["add_link k1s-dns0 Dummy", "add_link k1s-dns0 Bridge", "add_address k1s-dns0 10.43.0.10"]
+        );
     }
 
     #[tokio::test]

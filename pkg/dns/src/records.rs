@@ -50,6 +50,11 @@ pub(crate) struct ServiceRecord {
     pub endpoints: Vec<EndpointRecord>,
 }
 
+/// (namespace, name), lowercase.
+type ServiceKey = (String, String);
+/// A Service's ready (address, hostname) pairs with the ports each serves.
+type ReadyEndpoints = BTreeMap<(IpAddr, String), BTreeSet<PortRecord>>;
+
 /// The DNS view of the cluster at one moment.
 #[derive(Clone, Debug)]
 pub struct Records {
@@ -62,8 +67,7 @@ pub struct Records {
     /// False until every watch has listed once: cluster names then get SERVFAIL, not NXDOMAIN.
     pub(crate) synced: bool,
     pub(crate) namespaces: HashSet<String>,
-    /// (namespace, name) ▶ service.
-    pub(crate) services: HashMap<(String, String), ServiceRecord>,
+    pub(crate) services: HashMap<ServiceKey, ServiceRecord>,
     /// ClusterIP ▶ `svc.ns.svc.zone` (a Service IP answers with its Service alone).
     pub(crate) reverse_services: HashMap<IpAddr, String>,
     /// Endpoint IP ▶ `hostname.svc.ns.svc.zone` for every Service it backs, sorted.
@@ -99,9 +103,8 @@ impl Records {
         r.synced = true;
         r.namespaces = namespaces.into_iter().filter_map(|n| n.metadata.name.as_deref()).map(str::to_lowercase).collect();
 
-        // Ready endpoints per service, merged across slices: (hostname, address) ▶ ports.
-        let mut endpoints: HashMap<(String, String), BTreeMap<(String, IpAddr), BTreeSet<PortRecord>>> =
-            HashMap::new();
+        // Ready endpoints per service, merged across slices: (address, hostname) ▶ ports.
+        let mut endpoints: HashMap<ServiceKey, ReadyEndpoints> = HashMap::new();
         for slice in slices {
             let (Some(ns), Some(svc)) = (
                 slice.metadata.namespace.as_deref(),
@@ -132,7 +135,7 @@ impl Records {
                         Some(h) if !h.is_empty() => h.to_lowercase(),
                         _ => dashed(address),
                     };
-                    entry.entry((hostname, address)).or_default().extend(ports.iter().cloned());
+                    entry.entry((address, hostname)).or_default().extend(ports.iter().cloned());
                 }
             }
         }
@@ -168,7 +171,7 @@ impl Records {
                     .remove(&key)
                     .unwrap_or_default()
                     .into_iter()
-                    .map(|((hostname, address), ports)| EndpointRecord {
+                    .map(|((address, hostname), ports)| EndpointRecord {
                         hostname,
                         address,
                         ports: ports.into_iter().collect(),

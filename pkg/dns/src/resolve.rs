@@ -118,8 +118,8 @@ fn zone_answer(r: &Records, qname: &Name, qtype: RecordType, base: &[String], de
         )]),
         ["dns-version"] | ["dns"] | ["svc"] | ["pod"] => nodata(r),
         ["ns", "dns"] => addresses(r, qname, qtype, [r.dns_ip]),
-        [rest @ .., "pod"] => pod(r, qname, qtype, rest),
-        [rest @ .., "svc"] => service(r, qname, qtype, rest, depth),
+        [rest @ .., "pod"] => pod_answer(r, qname, qtype, rest),
+        [rest @ .., "svc"] => service_answer(r, qname, qtype, rest, depth),
         _ => nxdomain(r),
     }
 }
@@ -141,7 +141,7 @@ fn apex(r: &Records, qname: &Name, qtype: RecordType) -> Answer {
 }
 
 /// `<a-b-c-d>.<ns>.pod.<zone>`, answered for any well-formed address ("pods insecure").
-fn pod(r: &Records, qname: &Name, qtype: RecordType, rest: &[&str]) -> Answer {
+fn pod_answer(r: &Records, qname: &Name, qtype: RecordType, rest: &[&str]) -> Answer {
     match rest {
         [ns] if r.namespaces.contains(*ns) => nodata(r),
         [ip, ns] if r.namespaces.contains(*ns) => match undashed(ip) {
@@ -169,7 +169,7 @@ struct Target {
     port: Option<u16>,
 }
 
-fn service(r: &Records, qname: &Name, qtype: RecordType, rest: &[&str], depth: usize) -> Answer {
+fn service_answer(r: &Records, qname: &Name, qtype: RecordType, rest: &[&str], depth: usize) -> Answer {
     let (endpoint, port, name, ns) = match rest {
         [ns] => return if r.namespaces.contains(*ns) { nodata(r) } else { nxdomain(r) },
         [name, ns] => (None, None, *name, *ns),
@@ -408,7 +408,7 @@ pub(crate) mod tests {
     }
 
     fn rdata(records: &[Record]) -> Vec<String> {
-        records.iter().map(|r| format!("{} {} {}", r.name(), r.record_type(), r.data())).collect()
+        records.iter().map(|r| format!("{} {} {}", r.name, r.record_type(), r.data)).collect()
     }
 
     fn assert_negative(a: &Answer, code: ResponseCode) {
@@ -416,13 +416,13 @@ pub(crate) mod tests {
         assert!(a.answers.is_empty(), "no answers expected: {:?}", rdata(&a.answers));
         assert_eq!(a.authority.len(), 1);
         let soa = &a.authority[0];
-        assert_eq!(soa.name(), &name("cluster.local."));
-        assert_eq!(soa.ttl(), TTL);
-        let RData::SOA(data) = soa.data() else { panic!("not an SOA: {soa}") };
-        assert_eq!(data.mname(), &name("ns.dns.cluster.local."));
-        assert_eq!(data.rname(), &name("hostmaster.cluster.local."));
-        assert_eq!(data.serial(), 42);
-        assert_eq!(data.minimum(), TTL);
+        assert_eq!(soa.name, name("cluster.local."));
+        assert_eq!(soa.ttl, TTL);
+        let RData::SOA(data) = &soa.data else { panic!("not an SOA: {soa}") };
+        assert_eq!(data.mname, name("ns.dns.cluster.local."));
+        assert_eq!(data.rname, name("hostmaster.cluster.local."));
+        assert_eq!(data.serial, 42);
+        assert_eq!(data.minimum, TTL);
     }
 
     #[test]
@@ -430,7 +430,7 @@ pub(crate) mod tests {
         let a = ask(&sample(), "web.default.svc.cluster.local.", RecordType::A);
         assert_eq!(a.code, ResponseCode::NoError);
         assert_eq!(rdata(&a.answers), vec!["web.default.svc.cluster.local. A 10.43.0.20"]);
-        assert_eq!(a.answers[0].ttl(), TTL);
+        assert_eq!(a.answers[0].ttl, TTL);
     }
 
     #[test]
@@ -441,7 +441,7 @@ pub(crate) mod tests {
     #[test]
     fn ipv6_cluster_ip_answers_aaaa() {
         let svc = service("default", "v6", "fd00:43::20", &[("http", "TCP", 80)]);
-        let r = Records::build("cluster.local", ip("10.43.0.10"), 1, [&svc], [], [&namespace("default")]);
+        let r = Records::build("cluster.local", ip("10.43.0.10"), 42, [&svc], [], [&namespace("default")]);
         let a = ask(&r, "v6.default.svc.cluster.local.", RecordType::AAAA);
         assert_eq!(rdata(&a.answers), vec!["v6.default.svc.cluster.local. AAAA fd00:43::20"]);
         assert_negative(&ask(&r, "v6.default.svc.cluster.local.", RecordType::A), ResponseCode::NoError);
@@ -487,7 +487,7 @@ pub(crate) mod tests {
     fn dns_version_is_a_txt_record() {
         let a = ask(&sample(), "dns-version.cluster.local.", RecordType::TXT);
         assert_eq!(rdata(&a.answers), vec!["dns-version.cluster.local. TXT 1.1.0"]);
-        assert_eq!(a.answers[0].ttl(), VERSION_TTL);
+        assert_eq!(a.answers[0].ttl, VERSION_TTL);
     }
 
     #[test]

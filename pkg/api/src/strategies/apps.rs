@@ -328,7 +328,26 @@ fn validate_stateful_set_spec(spec: &StatefulSetSpec, path: &Path) -> Vec<FieldE
         errs.extend(formats::validate_non_negative(i64::from(start), &path.child("ordinals").child("start")));
     }
     errs.extend(validate_selector(&spec.selector, &spec.template, path));
-    errs.extend(validate_replicated_template(&spec.template, "StatefulSet", &path.child("template")));
+    // Containers may mount the claims made from volumeClaimTemplates: the controller adds them
+    // to each pod as volumes, so validate the template as the pods will be.
+    let mut template = spec.template.clone();
+    if let (Some(claims), Some(pod)) = (&spec.volume_claim_templates, template.spec.as_mut()) {
+        let vols = pod.volumes.get_or_insert_with(Vec::new);
+        for c in claims {
+            let Some(name) = c.metadata.name.clone() else { continue };
+            if !vols.iter().any(|v| v.name == name) {
+                vols.push(k8s_openapi::api::core::v1::Volume {
+                    name: name.clone(),
+                    persistent_volume_claim: Some(k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource {
+                        claim_name: name,
+                        read_only: None,
+                    }),
+                    ..Default::default()
+                });
+            }
+        }
+    }
+    errs.extend(validate_replicated_template(&template, "StatefulSet", &path.child("template")));
     errs.extend(validate_revision_history(spec.revision_history_limit, path));
     errs
 }
