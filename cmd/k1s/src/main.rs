@@ -87,6 +87,10 @@ struct ServerArgs {
     /// (agent/node) The kubelet's HTTPS port; 0 picks a free one.
     #[arg(long, env = "K1S_KUBELET_PORT", default_value_t = 10250, hide = true)]
     kubelet_port: u16,
+    /// (networking) Resolvers cluster DNS forwards other names to (`none`: answer only cluster
+    /// names); default: the host's /etc/resolv.conf.
+    #[arg(long, env = "K1S_CLUSTER_DNS_UPSTREAM", value_delimiter = ',', hide = true)]
+    cluster_dns_upstream: Vec<String>,
     /// (components) Run only the control plane: no kubelet, no containerd.
     #[arg(long, env = "K1S_DISABLE_AGENT")]
     disable_agent: bool,
@@ -191,6 +195,18 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
         run_dir: a.run_dir,
         pod_log_dir: a.pod_log_dir,
         kubelet_port: a.kubelet_port,
+        dns_upstreams: if a.cluster_dns_upstream.is_empty() {
+            None
+        } else {
+            Some(
+                a.cluster_dns_upstream
+                    .iter()
+                    .filter(|u| u.as_str() != "none")
+                    .map(|u| u.parse().or_else(|_| format!("{u}:53").parse()))
+                    .collect::<Result<Vec<std::net::SocketAddr>, _>>()
+                    .map_err(|e| anyhow::anyhow!("--cluster-dns-upstream: {e}"))?,
+            )
+        },
         compaction_interval: a.compaction_interval,
         bookmark_interval: a.bookmark_interval,
     })

@@ -153,10 +153,8 @@ mod tests {
         let text = "# generated\nsearch example.org\nnameserver 192.0.2.53\nnameserver 10.43.0.10\n\
                     nameserver fe80::1%eth0\nnameserver   2001:db8::53  \noptions ndots:2\nnameserver bogus\n";
         let got = parse_resolv_conf(text, "10.43.0.10".parse().expect("ip"));
-        let want: Vec<SocketAddr> = ["192.0.2.53:53", "[fe80::1]:53", "[2001:db8::53]:53"]
-            .iter()
-            .map(|s| s.parse().expect("addr"))
-            .collect();
+        let want: Vec<SocketAddr> =
+            ["192.0.2.53:53", "[fe80::1]:53", "[2001:db8::53]:53"].iter().map(|s| s.parse().expect("addr")).collect();
         assert_eq!(got, want);
     }
 

@@ -186,7 +186,9 @@ impl Netlink for RtNetlink {
     async fn add_address(&self, name: &str, index: u32, ip: IpAddr) -> Result<(), IfaceError> {
         let prefix = if ip.is_ipv4() { 32 } else { 128 };
         match self.handle.address().add(index, ip, prefix).execute().await {
-            Err(e) if errno(&e) != Some(EEXIST) => Err(IfaceError::AddAddress { link: name.to_string(), ip, source: e }),
+            Err(e) if errno(&e) != Some(EEXIST) => {
+                Err(IfaceError::AddAddress { link: name.to_string(), ip, source: e })
+            }
             _ => Ok(()),
         }
     }

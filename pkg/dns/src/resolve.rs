@@ -200,7 +200,12 @@ fn service_answer(r: &Records, qname: &Name, qtype: RecordType, rest: &[&str], d
 
 /// The targets of a ClusterIP or headless Service under the endpoint and port filters, or `None`
 /// when the name does not exist.
-fn targets(svc: &ServiceRecord, fqdn_svc: &str, endpoint: Option<&str>, port: Option<(&str, &str)>) -> Option<Vec<Target>> {
+fn targets(
+    svc: &ServiceRecord,
+    fqdn_svc: &str,
+    endpoint: Option<&str>,
+    port: Option<(&str, &str)>,
+) -> Option<Vec<Target>> {
     let port_matches =
         |p: &crate::records::PortRecord| port.is_none_or(|(name, proto)| p.name == name && p.protocol == proto);
     let mut out = Vec::new();
@@ -463,7 +468,9 @@ pub(crate) mod tests {
     #[test]
     fn empty_non_terminals_are_nodata_and_unknown_namespaces_nxdomain() {
         let r = sample();
-        for n in ["svc.cluster.local.", "pod.cluster.local.", "default.svc.cluster.local.", "kube-system.pod.cluster.local."] {
+        for n in
+            ["svc.cluster.local.", "pod.cluster.local.", "default.svc.cluster.local.", "kube-system.pod.cluster.local."]
+        {
             assert_negative(&ask(&r, n, RecordType::A), ResponseCode::NoError);
         }
         assert_negative(&ask(&r, "nope.svc.cluster.local.", RecordType::A), ResponseCode::NXDomain);
@@ -540,7 +547,10 @@ pub(crate) mod tests {
         );
         assert_eq!(
             rdata(&a.additionals),
-            vec!["db-0.db.default.svc.cluster.local. A 10.42.0.5", "10-42-0-6.db.default.svc.cluster.local. A 10.42.0.6"]
+            vec![
+                "db-0.db.default.svc.cluster.local. A 10.42.0.5",
+                "10-42-0-6.db.default.svc.cluster.local. A 10.42.0.6"
+            ]
         );
     }
 
@@ -559,7 +569,10 @@ pub(crate) mod tests {
     #[test]
     fn srv_for_an_unknown_port_or_protocol_is_nxdomain() {
         let r = sample();
-        assert_negative(&ask(&r, "_https._tcp.web.default.svc.cluster.local.", RecordType::SRV), ResponseCode::NXDomain);
+        assert_negative(
+            &ask(&r, "_https._tcp.web.default.svc.cluster.local.", RecordType::SRV),
+            ResponseCode::NXDomain,
+        );
         assert_negative(&ask(&r, "_http._udp.web.default.svc.cluster.local.", RecordType::SRV), ResponseCode::NXDomain);
     }
 

@@ -410,7 +410,8 @@ mod tests {
         let q = query("web.default.svc.cluster.local.", RecordType::A, true);
         client.send_to(&q.to_vec().expect("encode"), addr).await.expect("send");
         let mut buf = [0u8; 1500];
-        let n = tokio::time::timeout(Duration::from_secs(5), client.recv(&mut buf)).await.expect("in time").expect("recv");
+        let n =
+            tokio::time::timeout(Duration::from_secs(5), client.recv(&mut buf)).await.expect("in time").expect("recv");
         let reply = Message::from_vec(&buf[..n]).expect("decode");
         assert_eq!(reply.answers.len(), 1);
 

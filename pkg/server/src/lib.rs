@@ -44,6 +44,8 @@ pub struct Config {
     pub pod_log_dir: PathBuf,
     /// The kubelet's HTTPS port (logs/exec/port-forward); 0 picks one.
     pub kubelet_port: u16,
+    /// Resolvers cluster DNS forwards other names to; `None` = the host's /etc/resolv.conf.
+    pub dns_upstreams: Option<Vec<std::net::SocketAddr>>,
     /// How often the store's event log is compacted (everything older than one interval goes).
     pub compaction_interval: Duration,
     pub bookmark_interval: Duration,
@@ -211,6 +213,19 @@ async fn start_components(
     }
     if !config.disable_agent {
         tasks.extend(agent::start(config, pki, &cred, api_url, cancel.clone()).await?);
+        if !disabled(config, "dns") {
+            let client = component_client(pki, &cred, api_url, "dns", "system:k1s-dns", &[]).await?;
+            let mut dns = k1s_dns::DnsConfig::new(config.cluster_dns, &config.cluster_domain);
+            if let Some(up) = &config.dns_upstreams {
+                dns.upstream = up.clone();
+            }
+            let cancel = cancel.clone();
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = k1s_dns::run(client, dns, cancel).await {
+                    tracing::error!(error = %e, "cluster DNS failed");
+                }
+            }));
+        }
     }
     Ok(tasks)
 }

@@ -86,6 +86,7 @@ impl Server {
         cmd.arg("server");
         if self.agent {
             cmd.arg("--pause-image=127.0.0.1:5000/pause:3.10")
+                .arg("--cluster-dns-upstream=none")
                 .arg("--kubelet-port=0")
                 .arg(format!("--run-dir={}", self.run_dir().display()))
                 .arg(format!("--pod-log-dir={}", self.dir.path().join("logs").display()))
