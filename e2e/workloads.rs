@@ -45,7 +45,9 @@ fn pods_of(s: &Server, app: &str) -> Vec<Value> {
 }
 
 fn ready(p: &Value) -> bool {
-    p["status"]["conditions"].as_array().is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+    p["status"]["conditions"]
+        .as_array()
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
 }
 
 #[test]
@@ -61,7 +63,10 @@ fn deployment_rolls_out_updates_rolls_back_and_scales() {
     s.ok(&["rollout", "status", "deployment/web", "--timeout=180s"]);
     let rs = s.json(&["get", "rs", "-l", "app=web"]);
     assert_eq!(rs["items"].as_array().map(Vec::len), Some(2), "two ReplicaSets after an update");
-    assert_eq!(s.ok(&["get", "deploy", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}"]), "127.0.0.1:5000/busybox:latest");
+    assert_eq!(
+        s.ok(&["get", "deploy", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}"]),
+        "127.0.0.1:5000/busybox:latest"
+    );
     // rollout undo returns to the previous ReplicaSet.
     s.ok(&["rollout", "undo", "deployment/web"]);
     s.ok(&["rollout", "status", "deployment/web", "--timeout=180s"]);
@@ -147,7 +152,13 @@ fn a_pod_requesting_more_cpu_than_the_node_has_stays_pending_with_failed_schedul
     assert_eq!(p["reason"], "Unschedulable");
     assert!(p["message"].as_str().unwrap_or("").contains("Insufficient cpu"), "{p}");
     let events = eventually(Duration::from_secs(30), "FailedScheduling event", || {
-        let e = s.ok(&["get", "events", "--field-selector=involvedObject.name=greedy,reason=FailedScheduling", "-o", "name"]);
+        let e = s.ok(&[
+            "get",
+            "events",
+            "--field-selector=involvedObject.name=greedy,reason=FailedScheduling",
+            "-o",
+            "name",
+        ]);
         (!e.trim().is_empty()).then_some(e)
     });
     assert!(!events.is_empty());

@@ -20,9 +20,12 @@ use std::time::{Duration, Instant};
 const IMAGE: &str = "127.0.0.1:5000/busybox:1.36";
 
 async fn bare_cri(rt: Arc<k1s_cri::RemoteRuntime>, n: usize) -> Duration {
-    rt.pull_image(cri::PullImageRequest { image: Some(cri::ImageSpec { image: IMAGE.into(), ..Default::default() }), ..Default::default() })
-        .await
-        .expect("pull");
+    rt.pull_image(cri::PullImageRequest {
+        image: Some(cri::ImageSpec { image: IMAGE.into(), ..Default::default() }),
+        ..Default::default()
+    })
+    .await
+    .expect("pull");
     let start = Instant::now();
     let mut tasks = Vec::new();
     for i in 0..n {
@@ -30,14 +33,25 @@ async fn bare_cri(rt: Arc<k1s_cri::RemoteRuntime>, n: usize) -> Duration {
         tasks.push(tokio::spawn(async move {
             let uid = format!("bare-deploy-{i}");
             let sandbox = cri::PodSandboxConfig {
-                metadata: Some(cri::PodSandboxMetadata { name: format!("bare-{i}"), uid: uid.clone(), namespace: "bench".into(), attempt: 0 }),
+                metadata: Some(cri::PodSandboxMetadata {
+                    name: format!("bare-{i}"),
+                    uid: uid.clone(),
+                    namespace: "bench".into(),
+                    attempt: 0,
+                }),
                 hostname: format!("bare-{i}"),
                 log_directory: format!("/tmp/k1s-bench-logs/{uid}"),
-                linux: Some(cri::LinuxPodSandboxConfig { cgroup_parent: format!("/k1s-bench/pod{uid}"), ..Default::default() }),
+                linux: Some(cri::LinuxPodSandboxConfig {
+                    cgroup_parent: format!("/k1s-bench/pod{uid}"),
+                    ..Default::default()
+                }),
                 ..Default::default()
             };
             let sb = rt
-                .run_pod_sandbox(cri::RunPodSandboxRequest { config: Some(sandbox.clone()), runtime_handler: String::new() })
+                .run_pod_sandbox(cri::RunPodSandboxRequest {
+                    config: Some(sandbox.clone()),
+                    runtime_handler: String::new(),
+                })
                 .await
                 .expect("RunPodSandbox")
                 .pod_sandbox_id;
@@ -49,7 +63,11 @@ async fn bare_cri(rt: Arc<k1s_cri::RemoteRuntime>, n: usize) -> Duration {
                 ..Default::default()
             };
             let c = rt
-                .create_container(cri::CreateContainerRequest { pod_sandbox_id: sb.clone(), config: Some(cfg), sandbox_config: Some(sandbox) })
+                .create_container(cri::CreateContainerRequest {
+                    pod_sandbox_id: sb.clone(),
+                    config: Some(cfg),
+                    sandbox_config: Some(sandbox),
+                })
                 .await
                 .expect("CreateContainer")
                 .container_id;
@@ -109,7 +127,11 @@ async fn through_k1s(client: kube::Client, n: usize) -> (Duration, Duration, Dur
                 all_bound = Some(start.elapsed());
             }
         }
-        let is_ready = p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        let is_ready = p
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
         if is_ready {
             ready.insert(name);
             if ready.len() == n {
@@ -126,14 +148,21 @@ fn main() {
     let s = common::Server::start_node();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let (bare, (first_bound, all_bound, all_ready)) = rt.block_on(async {
-        let cri_rt = Arc::new(k1s_cri::RemoteRuntime::connect(&format!("unix://{}", s.containerd_socket().display())).await.expect("cri"));
+        let cri_rt = Arc::new(
+            k1s_cri::RemoteRuntime::connect(&format!("unix://{}", s.containerd_socket().display())).await.expect("cri"),
+        );
         let bare = bare_cri(cri_rt, n).await;
         let client = k1s_runtime::connect(&s.kubeconfig()).await.expect("client");
         (bare, through_k1s(client, n).await)
     });
     let binding = all_bound.saturating_sub(first_bound);
     println!("{n}-replica Deployment on one node (image present):");
-    println!("  create ▶ all {n} bound : {:>7.2} s  (first bound at {:.2} s; binding {:.0} pods/s)", all_bound.as_secs_f64(), first_bound.as_secs_f64(), n as f64 / binding.as_secs_f64().max(1e-3));
+    println!(
+        "  create ▶ all {n} bound : {:>7.2} s  (first bound at {:.2} s; binding {:.0} pods/s)",
+        all_bound.as_secs_f64(),
+        first_bound.as_secs_f64(),
+        n as f64 / binding.as_secs_f64().max(1e-3)
+    );
     println!("  create ▶ all {n} Ready : {:>7.2} s", all_ready.as_secs_f64());
     println!("  bare CRI, {n} pod starts concurrently: {:>7.2} s", bare.as_secs_f64());
     println!("  ratio Ready/bare CRI: {:.2}", all_ready.as_secs_f64() / bare.as_secs_f64());

@@ -124,7 +124,9 @@ async fn bootstrap_services(
     cluster_dns: Option<std::net::IpAddr>,
 ) {
     let find = |g: &str, r: &str| k1s_api::resources::find(g, "v1", r);
-    let (Some(svc), Some(eps), Some(slices)) = (find("", "services"), find("", "endpoints"), find("discovery.k8s.io", "endpointslices")) else {
+    let (Some(svc), Some(eps), Some(slices)) =
+        (find("", "services"), find("", "endpoints"), find("discovery.k8s.io", "endpointslices"))
+    else {
         return;
     };
     let kubernetes = json!({
@@ -173,11 +175,21 @@ async fn bootstrap_services(
 
 async fn refresh_endpoints(registry: &Registry, endpoint_ip: std::net::IpAddr, port: u16) {
     let find = |g: &str, r: &str| k1s_api::resources::find(g, "v1", r);
-    let user = auth::UserInfo { name: "system:apiserver".into(), uid: String::new(), groups: vec!["system:masters".into()] };
+    let user =
+        auth::UserInfo { name: "system:apiserver".into(), uid: String::new(), groups: vec!["system:masters".into()] };
     let patches = [
-        (find("", "services"), json!({"spec": {"ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]}})),
-        (find("", "endpoints"), json!({"subsets": [{"addresses": [{"ip": endpoint_ip.to_string()}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]})),
-        (find("discovery.k8s.io", "endpointslices"), json!({"endpoints": [{"addresses": [endpoint_ip.to_string()], "conditions": {"ready": true}}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]})),
+        (
+            find("", "services"),
+            json!({"spec": {"ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]}}),
+        ),
+        (
+            find("", "endpoints"),
+            json!({"subsets": [{"addresses": [{"ip": endpoint_ip.to_string()}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]}),
+        ),
+        (
+            find("discovery.k8s.io", "endpointslices"),
+            json!({"endpoints": [{"addresses": [endpoint_ip.to_string()], "conditions": {"ready": true}}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}),
+        ),
     ];
     for (info, patch) in patches {
         let Some(info) = info else { continue };

@@ -481,11 +481,15 @@ impl Registry {
     }
 
     /// The Service allocator, seeded from the stored Services on first use.
-    fn service_allocator(&self, info: &ResourceInfo) -> Result<Option<&crate::service_alloc::ServiceAllocator>, ApiError> {
+    fn service_allocator(
+        &self,
+        info: &ResourceInfo,
+    ) -> Result<Option<&crate::service_alloc::ServiceAllocator>, ApiError> {
         let Some(a) = self.services.as_deref().filter(|_| is_services(info)) else { return Ok(None) };
         if !a.seeded() {
             let page = self.store.list(&info.storage_prefix(), None, 0, None).map_err(|e| from_store(e, info, ""))?;
-            let stored: Vec<Value> = page.items.iter().filter_map(|kv| serde_json::from_slice(&kv.value).ok()).collect();
+            let stored: Vec<Value> =
+                page.items.iter().filter_map(|kv| serde_json::from_slice(&kv.value).ok()).collect();
             a.seed_with(&stored);
         }
         Ok(Some(a))

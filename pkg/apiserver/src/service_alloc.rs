@@ -140,7 +140,14 @@ impl ServiceAllocator {
                 "None" => {}
                 "" => {
                     let ip = self.next_free_ip(&mut st).ok_or_else(|| {
-                        Self::invalid(&name, vec![FieldError::invalid("spec.clusterIPs", json!([]), "failed to allocate IP: range is full")])
+                        Self::invalid(
+                            &name,
+                            vec![FieldError::invalid(
+                                "spec.clusterIPs",
+                                json!([]),
+                                "failed to allocate IP: range is full",
+                            )],
+                        )
                     })?;
                     st.ips.insert(ip);
                     taken.ips.push(ip);
@@ -149,7 +156,9 @@ impl ServiceAllocator {
                     svc["spec"]["clusterIPs"] = json!([s]);
                 }
                 other => {
-                    let bad = |why: String| Self::invalid(&name, vec![FieldError::invalid("spec.clusterIPs", json!([other]), why)]);
+                    let bad = |why: String| {
+                        Self::invalid(&name, vec![FieldError::invalid("spec.clusterIPs", json!([other]), why)])
+                    };
                     let ip: Ipv4Addr = other.parse().map_err(|_| bad("must be a valid IP address".into()))?;
                     if !self.cidr.contains(ip) || u32::from(ip) == self.cidr.base {
                         return Err(bad(format!(
@@ -204,7 +213,11 @@ impl ServiceAllocator {
                     if st.ports.contains(&n) {
                         return Err(Self::invalid(
                             name,
-                            vec![FieldError::invalid(format!("spec.ports[{i}].nodePort"), n, "provided port is already allocated")],
+                            vec![FieldError::invalid(
+                                format!("spec.ports[{i}].nodePort"),
+                                n,
+                                "provided port is already allocated",
+                            )],
                         ));
                     }
                     st.ports.insert(n);
@@ -212,7 +225,10 @@ impl ServiceAllocator {
                 }
                 None => {
                     let n = self.next_free_port(st).ok_or_else(|| {
-                        Self::invalid(name, vec![FieldError::invalid(format!("spec.ports[{i}].nodePort"), 0, "range is full")])
+                        Self::invalid(
+                            name,
+                            vec![FieldError::invalid(format!("spec.ports[{i}].nodePort"), 0, "range is full")],
+                        )
                     })?;
                     st.ports.insert(n);
                     taken.ports.push(n);
@@ -231,7 +247,8 @@ impl ServiceAllocator {
         let old_ports: BTreeSet<u16> = ports_of(old).into_iter().flatten().collect();
         let mut taken = Taken::default();
         if wants_node_ports(new) {
-            self.allocate_ports(&mut st, new, &name, &old_ports, &mut taken).inspect_err(|_| Self::release_locked(&mut st, &taken))?;
+            self.allocate_ports(&mut st, new, &name, &old_ports, &mut taken)
+                .inspect_err(|_| Self::release_locked(&mut st, &taken))?;
         } else if let Some(ports) = new.pointer_mut("/spec/ports").and_then(Value::as_array_mut) {
             for p in ports.iter_mut() {
                 if let Some(m) = p.as_object_mut() {

@@ -214,7 +214,11 @@ impl Worker {
                 self.refresh(&pod).await;
                 self.kill_containers(&pod, 0).await;
                 if let Some(sb) = &self.sandbox {
-                    let _ = self.shared.runtime.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: sb.id.clone() }).await;
+                    let _ = self
+                        .shared
+                        .runtime
+                        .stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: sb.id.clone() })
+                        .await;
                 }
                 self.sandbox_stopped = true;
                 self.push_status(&pod, true).await;
