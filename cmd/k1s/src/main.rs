@@ -23,6 +23,9 @@ enum Command {
     Server(Box<ServerArgs>),
     /// Print version information.
     Version,
+    /// Remove the host networking k1s set up: the `k1s` nftables table, the Service CIDR routing
+    /// rules and the cluster DNS interface. Nothing else is touched (stop `k1s server` first).
+    Uninstall,
 }
 
 #[derive(Args, Debug)]
@@ -217,6 +220,18 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Version => {
             println!("k1s version v{} (Kubernetes v1.35 API)", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
+        Command::Uninstall => {
+            let rt =
+                tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the runtime")?;
+            let removed = rt.block_on(k1s_server::uninstall_networking());
+            for (what, result) in removed {
+                match result {
+                    Ok(()) => println!("removed {what}"),
+                    Err(e) => bail!("removing {what}: {e}"),
+                }
+            }
             Ok(())
         }
         Command::Server(args) => {

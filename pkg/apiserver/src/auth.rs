@@ -109,6 +109,10 @@ impl Authorizer for BuiltinAuthorizer {
         if COMPONENT_USERS.contains(&u.name.as_str()) {
             return Decision::Allow;
         }
+        // Cluster DNS only reads Services, EndpointSlices and Namespaces.
+        if u.name == "system:k1s-dns" && matches!(attrs.info.verb.as_str(), "get" | "list" | "watch") {
+            return Decision::Allow;
+        }
         if u.name.starts_with("system:node:") && u.groups.iter().any(|g| g == "system:nodes") {
             return Decision::Allow;
         }

@@ -75,7 +75,9 @@ impl<N: Nft> Applier<N> {
     /// Removes the table (and nothing else); absent is fine.
     pub fn delete_table(&mut self) -> Result<(), ApplyError> {
         self.current = None;
-        self.nft.run(&format!("add table {FAMILY} {TABLE}\ndelete table {FAMILY} {TABLE}\n")).map_err(ApplyError::Delete)
+        self.nft
+            .run(&format!("add table {FAMILY} {TABLE}\ndelete table {FAMILY} {TABLE}\n"))
+            .map_err(ApplyError::Delete)
     }
 }
 

@@ -152,8 +152,8 @@ pub fn categorize(endpoints: &[Endpoint], sp: &ServicePort) -> Categorized {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::service::tests::svc;
     use crate::service::service_ports;
+    use crate::service::tests::svc;
     use k8s_openapi::api::discovery::v1::{Endpoint as KEndpoint, EndpointConditions, EndpointPort};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -209,7 +209,12 @@ pub(crate) mod tests {
         let s = svc("ns", "web", "10.43.0.5", 80);
         let (sp, eps) = eps_for(
             &s,
-            slice("ns", "web", 8080, &[("10.42.0.2", true, true, false, "node1"), ("10.42.0.3", false, false, false, "node1")]),
+            slice(
+                "ns",
+                "web",
+                8080,
+                &[("10.42.0.2", true, true, false, "node1"), ("10.42.0.3", false, false, false, "node1")],
+            ),
         );
         let c = categorize(&eps, &sp);
         assert_eq!(ips(&c.cluster), vec!["10.42.0.2"]);
@@ -222,12 +227,22 @@ pub(crate) mod tests {
         let s = svc("ns", "web", "10.43.0.5", 80);
         let (sp, eps) = eps_for(
             &s,
-            slice("ns", "web", 80, &[("10.42.0.2", false, true, true, "node1"), ("10.42.0.3", false, false, true, "node1")]),
+            slice(
+                "ns",
+                "web",
+                80,
+                &[("10.42.0.2", false, true, true, "node1"), ("10.42.0.3", false, false, true, "node1")],
+            ),
         );
         assert_eq!(ips(&categorize(&eps, &sp).cluster), vec!["10.42.0.2"]);
         let (sp, eps) = eps_for(
             &s,
-            slice("ns", "web", 80, &[("10.42.0.2", false, true, true, "node1"), ("10.42.0.4", true, true, false, "node1")]),
+            slice(
+                "ns",
+                "web",
+                80,
+                &[("10.42.0.2", false, true, true, "node1"), ("10.42.0.4", true, true, false, "node1")],
+            ),
         );
         assert_eq!(ips(&categorize(&eps, &sp).cluster), vec!["10.42.0.4"]);
     }
@@ -238,7 +253,12 @@ pub(crate) mod tests {
         s.spec.as_mut().expect("spec").internal_traffic_policy = Some("Local".into());
         let (sp, eps) = eps_for(
             &s,
-            slice("ns", "web", 80, &[("10.42.0.2", true, true, false, "node1"), ("10.42.0.3", true, true, false, "other")]),
+            slice(
+                "ns",
+                "web",
+                80,
+                &[("10.42.0.2", true, true, false, "node1"), ("10.42.0.3", true, true, false, "other")],
+            ),
         );
         let c = categorize(&eps, &sp);
         assert!(c.cluster.is_empty(), "Cluster endpoints are not used");

@@ -37,22 +37,24 @@ impl KubeStatusWriter {
 }
 
 impl StatusWriter for KubeStatusWriter {
-    async fn set_ingress(&self, namespace: &str, name: &str, ingress: Vec<LoadBalancerIngress>) -> Result<(), StatusError> {
+    async fn set_ingress(
+        &self,
+        namespace: &str,
+        name: &str,
+        ingress: Vec<LoadBalancerIngress>,
+    ) -> Result<(), StatusError> {
         let api: Api<Service> = Api::namespaced(self.client.clone(), namespace);
         let value = if ingress.is_empty() { serde_json::Value::Null } else { serde_json::json!(ingress) };
         let patch = serde_json::json!({"status": {"loadBalancer": {"ingress": value}}});
-        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ()).map_err(|source| {
-            StatusError::Patch { namespace: namespace.to_string(), name: name.to_string(), source }
-        })
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+            .map_err(|source| StatusError::Patch { namespace: namespace.to_string(), name: name.to_string(), source })
     }
 }
 
 fn current(svc: &Service) -> Vec<LoadBalancerIngress> {
-    svc.status
-        .as_ref()
-        .and_then(|s| s.load_balancer.as_ref())
-        .and_then(|lb| lb.ingress.clone())
-        .unwrap_or_default()
+    svc.status.as_ref().and_then(|s| s.load_balancer.as_ref()).and_then(|lb| lb.ingress.clone()).unwrap_or_default()
 }
 
 fn ours(node_ip: Ipv4Addr) -> Vec<LoadBalancerIngress> {

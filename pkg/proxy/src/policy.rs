@@ -329,7 +329,9 @@ fn ingress_rules(r: &mut Ruleset, cx: &Context<'_>, target: usize, chain: &str, 
                     .iter()
                     .filter_map(|s| match s {
                         PortSpec::Range(proto, range) => Some((*proto, *range)),
-                        PortSpec::Named(proto, name) => named_port(pod.pod, *proto, name).map(|n| (*proto, Some((n, n)))),
+                        PortSpec::Named(proto, name) => {
+                            named_port(pod.pod, *proto, name).map(|n| (*proto, Some((n, n))))
+                        }
                     })
                     .collect();
                 port_matches(&numeric)
@@ -490,7 +492,10 @@ mod tests {
             .into_iter()
             .map(Arc::new)
             .collect(),
-            namespaces: vec![ns("app", &[("team", "a")]), ns("other", &[("team", "b")])].into_iter().map(Arc::new).collect(),
+            namespaces: vec![ns("app", &[("team", "a")]), ns("other", &[("team", "b")])]
+                .into_iter()
+                .map(Arc::new)
+                .collect(),
             ..Default::default()
         }
     }
@@ -524,7 +529,10 @@ mod tests {
             pod_selector: Some(sel(&[("app", "web")])),
             ingress: Some(vec![
                 NetworkPolicyIngressRule {
-                    from: Some(vec![NetworkPolicyPeer { pod_selector: Some(sel(&[("app", "client")])), ..Default::default() }]),
+                    from: Some(vec![NetworkPolicyPeer {
+                        pod_selector: Some(sel(&[("app", "client")])),
+                        ..Default::default()
+                    }]),
                     ports: Some(vec![tcp(IntOrString::String("http".into())), tcp(IntOrString::Int(9000))]),
                 },
                 NetworkPolicyIngressRule {
@@ -554,7 +562,10 @@ mod tests {
             egress: Some(vec![
                 NetworkPolicyEgressRule {
                     to: Some(vec![NetworkPolicyPeer {
-                        ip_block: Some(IPBlock { cidr: "10.0.0.0/8".into(), except: Some(vec!["10.42.0.0/16".into()]) }),
+                        ip_block: Some(IPBlock {
+                            cidr: "10.0.0.0/8".into(),
+                            except: Some(vec!["10.42.0.0/16".into()]),
+                        }),
                         ..Default::default()
                     }]),
                     ports: None,
@@ -596,7 +607,10 @@ mod tests {
             ..Default::default()
         };
         let text = with(vec![policy("app", "grpc", spec)]);
-        assert!(text.contains("\tchain ingress-app/web-1 {\n\t\treject with icmp type admin-prohibited\n\t}"), "{text}");
+        assert!(
+            text.contains("\tchain ingress-app/web-1 {\n\t\treject with icmp type admin-prohibited\n\t}"),
+            "{text}"
+        );
     }
 
     #[test]

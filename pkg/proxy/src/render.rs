@@ -292,7 +292,11 @@ fn endpoint_rules(r: &mut Ruleset, sp: &ServicePort, chain: &str, eps: &[Endpoin
                 eps.iter().enumerate().map(|(i, ep)| format!("{i} : {} . {}", ep.ip, ep.port)).collect();
             r.rule(
                 chain,
-                format!("meta l4proto {proto} dnat ip to numgen random mod {} map {{ {} }}", eps.len(), arms.join(", ")),
+                format!(
+                    "meta l4proto {proto} dnat ip to numgen random mod {} map {{ {} }}",
+                    eps.len(),
+                    arms.join(", ")
+                ),
             );
         }
     }
@@ -418,7 +422,8 @@ pub(crate) mod tests {
         let mut s = svc("default", "web", "10.43.0.20", 80);
         spec(&mut s).type_ = Some("NodePort".into());
         spec(&mut s).ports.as_mut().expect("ports")[0].node_port = Some(30080);
-        let text = render_feature(vec![s], vec![slice("default", "web", 8080, &[ready("10.42.0.5"), ready("10.42.0.6")])]);
+        let text =
+            render_feature(vec![s], vec![slice("default", "web", 8080, &[ready("10.42.0.5"), ready("10.42.0.6")])]);
         golden("node_port", &text);
     }
 

@@ -105,11 +105,9 @@ fn is_wanted(m: &RuleMessage, cidr: Cidr) -> bool {
 }
 
 async fn ours(handle: &rtnetlink::Handle) -> Result<Vec<RuleMessage>, RouteError> {
-    let all: Vec<RuleMessage> = handle.rule().get(IpVersion::V4).execute().try_collect().await.map_err(RouteError::List)?;
-    Ok(all
-        .into_iter()
-        .filter(|m| matches!(priority(m), Some(RULE_PRIORITY_HOST | RULE_PRIORITY_BLACKHOLE)))
-        .collect())
+    let all: Vec<RuleMessage> =
+        handle.rule().get(IpVersion::V4).execute().try_collect().await.map_err(RouteError::List)?;
+    Ok(all.into_iter().filter(|m| matches!(priority(m), Some(RULE_PRIORITY_HOST | RULE_PRIORITY_BLACKHOLE))).collect())
 }
 
 impl Routes for NetlinkRoutes {
@@ -139,10 +137,15 @@ impl Routes for NetlinkRoutes {
             .execute()
             .await
             .map_err(|source| RouteError::Add { priority: RULE_PRIORITY_HOST, cidr, source })?;
-        let mut blackhole = c.handle.rule().add().v4().destination_prefix(net, cidr.prefix()).priority(RULE_PRIORITY_BLACKHOLE);
+        let mut blackhole =
+            c.handle.rule().add().v4().destination_prefix(net, cidr.prefix()).priority(RULE_PRIORITY_BLACKHOLE);
         blackhole.message_mut().header.action = RuleAction::Blackhole;
         blackhole.message_mut().header.table = RouteHeader::RT_TABLE_UNSPEC;
-        blackhole.execute().await.map_err(|source| RouteError::Add { priority: RULE_PRIORITY_BLACKHOLE, cidr, source })?;
+        blackhole.execute().await.map_err(|source| RouteError::Add {
+            priority: RULE_PRIORITY_BLACKHOLE,
+            cidr,
+            source,
+        })?;
         tracing::info!(%cidr, "service CIDR blackholed for forwarded traffic");
         Ok(())
     }

@@ -6,8 +6,7 @@ use std::collections::BTreeMap;
 /// Whether `labels` satisfy `selector`. An empty selector matches everything; an expression
 /// with an unknown operator matches nothing (upstream rejects such selectors at validation).
 pub fn matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    let labels_ok =
-        selector.match_labels.iter().flatten().all(|(k, v)| labels.get(k).is_some_and(|have| have == v));
+    let labels_ok = selector.match_labels.iter().flatten().all(|(k, v)| labels.get(k).is_some_and(|have| have == v));
     labels_ok
         && selector.match_expressions.iter().flatten().all(|e| {
             let have = labels.get(&e.key);

@@ -252,7 +252,11 @@ pub(crate) mod tests {
         };
         s.status = Some(ServiceStatus {
             load_balancer: Some(LoadBalancerStatus {
-                ingress: Some(vec![ing("192.0.2.2", Some("VIP")), ing("192.0.2.3", Some("Proxy")), ing("192.0.2.4", None)]),
+                ingress: Some(vec![
+                    ing("192.0.2.2", Some("VIP")),
+                    ing("192.0.2.3", Some("Proxy")),
+                    ing("192.0.2.4", None),
+                ]),
             }),
             ..Default::default()
         });

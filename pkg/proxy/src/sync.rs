@@ -118,7 +118,8 @@ impl<N: Nft + 'static, W: StatusWriter> Syncer<N, W> {
         self.status_written.retain(|k, _| live.contains(k));
         for svc in &state.services {
             let Some(ingress) = desired_ingress(svc, node_ip) else { continue };
-            let key = (svc.metadata.namespace.clone().unwrap_or_default(), svc.metadata.name.clone().unwrap_or_default());
+            let key =
+                (svc.metadata.namespace.clone().unwrap_or_default(), svc.metadata.name.clone().unwrap_or_default());
             if self.status_written.get(&key) == Some(&svc.metadata.resource_version) {
                 continue;
             }
@@ -270,18 +271,27 @@ pub(crate) mod tests {
     use kube::runtime::reflector::store::Writer;
     use kube::runtime::watcher::Event;
 
+    /// One LoadBalancer status write: namespace, name, ingress.
+    pub(crate) type StatusWrite = (String, String, Vec<LoadBalancerIngress>);
+
     #[derive(Clone, Default)]
     pub(crate) struct FakeStatus {
-        pub writes: Arc<Mutex<Vec<(String, String, Vec<LoadBalancerIngress>)>>>,
+        pub writes: Arc<Mutex<Vec<StatusWrite>>>,
     }
 
     impl StatusWriter for FakeStatus {
-        async fn set_ingress(&self, ns: &str, name: &str, ingress: Vec<LoadBalancerIngress>) -> Result<(), StatusError> {
+        async fn set_ingress(
+            &self,
+            ns: &str,
+            name: &str,
+            ingress: Vec<LoadBalancerIngress>,
+        ) -> Result<(), StatusError> {
             self.writes.lock().expect("lock").push((ns.into(), name.into(), ingress));
             Ok(())
         }
     }
 
+    #[allow(dead_code)] // every store has a writer; not every test feeds every kind
     pub(crate) struct Writers {
         pub services: Writer<Service>,
         pub endpoint_slices: Writer<EndpointSlice>,
@@ -324,8 +334,12 @@ pub(crate) mod tests {
         lb.spec.as_mut().expect("spec").type_ = Some("LoadBalancer".into());
         lb.metadata.resource_version = Some("7".into());
         w.services.apply_watcher_event(&Event::Apply(lb));
-        w.endpoint_slices
-            .apply_watcher_event(&Event::Apply(slice("default", "web", 8080, &[("10.42.0.5", true, true, false, "node1")])));
+        w.endpoint_slices.apply_watcher_event(&Event::Apply(slice(
+            "default",
+            "web",
+            8080,
+            &[("10.42.0.5", true, true, false, "node1")],
+        )));
         let r = s.sync_once().await.expect("sync");
         assert!(matches!(r.applied, Applied::Incremental(_)), "{r:?}");
         assert_eq!(r.status_updates, 1);
@@ -351,7 +365,12 @@ pub(crate) mod tests {
         let task = tokio::spawn(sync_loop(syncer, changes.clone(), Debounce::default(), tx, cancel.clone()));
         rx.wait_for(|n| *n == 1).await.expect("initial sync");
         for i in 0..20 {
-            w.services.apply_watcher_event(&Event::Apply(svc("default", &format!("s{i}"), &format!("10.43.1.{i}"), 80)));
+            w.services.apply_watcher_event(&Event::Apply(svc(
+                "default",
+                &format!("s{i}"),
+                &format!("10.43.1.{i}"),
+                80,
+            )));
             changes.notify_one();
         }
         rx.wait_for(|n| *n >= 2).await.expect("burst synced");

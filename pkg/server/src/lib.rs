@@ -63,6 +63,8 @@ pub enum ServerError {
     ApiServer(#[from] k1s_apiserver::ServeError),
     #[error("connecting a component to the API: {0}")]
     Connect(#[from] k1s_runtime::ConnectError),
+    #[error("configuring the service proxy: {0}")]
+    Proxy(#[source] k1s_proxy::ConfigError),
     #[error("starting the node agent: {0}")]
     Agent(#[from] agent::AgentError),
 }
@@ -213,6 +215,19 @@ async fn start_components(
     }
     if !config.disable_agent {
         tasks.extend(agent::start(config, pki, &cred, api_url, cancel.clone()).await?);
+        if !disabled(config, "proxy") {
+            let client = component_client(pki, &cred, api_url, "proxy", "system:kube-proxy", &[]).await?;
+            let mut ips = vec![config.node_ip];
+            if let Some(a) = config.advertise_address {
+                if a != config.node_ip {
+                    ips.push(a);
+                }
+            }
+            let proxy =
+                k1s_proxy::ProxyConfig::new(&config.node_name, &ips, &config.cluster_cidr, &config.service_cidr)
+                    .map_err(ServerError::Proxy)?;
+            tasks.push(tokio::spawn(k1s_proxy::run(client, proxy, cancel.clone())));
+        }
         if !disabled(config, "dns") {
             let client = component_client(pki, &cred, api_url, "dns", "system:k1s-dns", &[]).await?;
             let mut dns = k1s_dns::DnsConfig::new(config.cluster_dns, &config.cluster_domain);
@@ -228,6 +243,15 @@ async fn start_components(
         }
     }
     Ok(tasks)
+}
+
+/// Removes what the node agent leaves on the host after exit so that pods keep serving: the
+/// proxy's nftables table and routing rules, and the cluster DNS interface. Each step is attempted;
+/// the result of each is reported.
+pub async fn uninstall_networking() -> Vec<(&'static str, Result<(), String>)> {
+    let proxy = k1s_proxy::uninstall().await.map_err(|e| e.to_string());
+    let dns = k1s_dns::uninstall().await.map(|_| ()).map_err(|e| e.to_string());
+    vec![("nftables table ip k1s and service CIDR routing rules", proxy), ("cluster DNS interface", dns)]
 }
 
 /// Every interval, drops the event log older than the revision seen one interval ago.
