@@ -192,3 +192,55 @@ fn rules_survive_exit_and_uninstall_removes_only_k1s_networking() {
     let cni = std::process::Command::new("ip").args(["link", "show", "cni0"]).output().expect("ip link");
     assert!(cni.status.success(), "the CNI bridge is not k1s's to remove");
 }
+
+/// hostPort through CNI portmap (the node's address and 127.0.0.1), and a hostNetwork pod that
+/// serves on the node's own network and resolves cluster names with ClusterFirstWithHostNet.
+#[test]
+fn host_ports_and_host_network_pods_serve_on_the_node() {
+    let s = Server::start_node();
+    let manifest = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: hostport}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: web
+    image: IMAGE
+    command: ["sh", "-c", "mkdir -p /www; echo via-hostport > /www/index.html; exec httpd -f -p 8080 -h /www"]
+    ports: [{containerPort: 8080, hostPort: 31999}]
+    readinessProbe:
+      tcpSocket: {port: 8080}
+      periodSeconds: 1
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: hostnet}
+spec:
+  terminationGracePeriodSeconds: 1
+  hostNetwork: true
+  dnsPolicy: ClusterFirstWithHostNet
+  containers:
+  - name: web
+    image: IMAGE
+    command: ["sh", "-c", "mkdir -p /tmp/www; echo via-hostnet > /tmp/www/index.html; exec httpd -f -p 127.0.0.1:31998 -h /tmp/www"]
+    readinessProbe:
+      tcpSocket: {host: 127.0.0.1, port: 31998}
+      periodSeconds: 1
+"#;
+    s.ok_stdin(&["apply", "-f", "-"], &manifest.replace("IMAGE", IMAGE));
+    s.ok(&["wait", "--for=condition=Ready", "pod/hostport", "pod/hostnet", "--timeout=120s"]);
+    let node_ip =
+        s.ok(&["get", "nodes", "-o", "jsonpath={.items[0].status.addresses[?(@.type==\"InternalIP\")].address}"]);
+    let body = eventually(Duration::from_secs(20), "hostPort answer", || host_get(&format!("{node_ip}:31999")));
+    assert!(body.contains("via-hostport"), "{body}");
+    // The hostNetwork pod listens in the node's own network namespace and reports the node's IP.
+    let body = eventually(Duration::from_secs(20), "hostNetwork answer", || host_get("127.0.0.1:31998"));
+    assert!(body.contains("via-hostnet"), "{body}");
+    assert_eq!(s.ok(&["get", "pod", "hostnet", "-o", "jsonpath={.status.podIP}"]), node_ip);
+    // ClusterFirstWithHostNet: cluster DNS first, with the cluster search path.
+    let resolv = s.ok(&["exec", "hostnet", "--", "cat", "/etc/resolv.conf"]);
+    assert!(resolv.contains("nameserver 10.43.0.10") && resolv.contains("svc.cluster.local"), "{resolv}");
+    let lookup = s.ok(&["exec", "hostnet", "--", "nslookup", "kubernetes.default.svc.cluster.local", "10.43.0.10"]);
+    assert!(lookup.contains("10.43.0.1"), "{lookup}");
+}
