@@ -393,3 +393,147 @@ spec:
         common::tail(&s.logs(), 30)
     );
 }
+
+#[test]
+fn containers_get_service_environment_variables() {
+    let s = Server::start_node();
+    let manifest = r#"
+apiVersion: v1
+kind: Service
+metadata: {name: my-web}
+spec:
+  selector: {app: nothing}
+  ports:
+  - {name: http, port: 8080, targetPort: 80, protocol: TCP}
+  - {name: dns, port: 53, protocol: UDP}
+"#;
+    s.ok_stdin(&["apply", "-f", "-"], manifest);
+    let web_ip = s.ok(&["get", "service", "my-web", "-o", "jsonpath={.spec.clusterIP}"]).trim().to_string();
+    let api_ip = s.ok(&["get", "service", "kubernetes", "-o", "jsonpath={.spec.clusterIP}"]).trim().to_string();
+    assert!(!web_ip.is_empty() && !api_ip.is_empty(), "cluster IPs: {web_ip:?} {api_ip:?}");
+    let pod = |name: &str, links: bool| {
+        format!(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}}}
+spec:
+  enableServiceLinks: {links}
+  containers:
+  - name: c
+    image: {IMAGE}
+    command: ["sh", "-c", "echo '$(MY_WEB_SERVICE_HOST)' > /tmp/arg; exec sleep 3600"]
+    env:
+    - {{name: MY_WEB_PORT_53_UDP_PROTO, value: mine}}
+"#
+        )
+    };
+    s.ok_stdin(&["apply", "-f", "-"], &pod("linked", true));
+    s.ok_stdin(&["apply", "-f", "-"], &pod("unlinked", false));
+    let arg_of = |name: &str| {
+        eventually(Duration::from_secs(10), "the command to write its argument", || {
+            let out = s.kubectl(&["exec", name, "--", "cat", "/tmp/arg"]);
+            out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        })
+    };
+    let env_of = |name: &str| -> std::collections::BTreeMap<String, String> {
+        wait_pod(&s, name, "Running", 60, |p| p["status"]["phase"] == "Running");
+        s.ok(&["exec", name, "--", "env"])
+            .lines()
+            .filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+            .collect()
+    };
+
+    let env = env_of("linked");
+    let expect = [
+        ("KUBERNETES_SERVICE_HOST", api_ip.clone()),
+        ("KUBERNETES_SERVICE_PORT", "443".to_string()),
+        ("KUBERNETES_SERVICE_PORT_HTTPS", "443".to_string()),
+        ("KUBERNETES_PORT", format!("tcp://{api_ip}:443")),
+        ("KUBERNETES_PORT_443_TCP", format!("tcp://{api_ip}:443")),
+        ("KUBERNETES_PORT_443_TCP_PROTO", "tcp".to_string()),
+        ("KUBERNETES_PORT_443_TCP_PORT", "443".to_string()),
+        ("KUBERNETES_PORT_443_TCP_ADDR", api_ip.clone()),
+        ("MY_WEB_SERVICE_HOST", web_ip.clone()),
+        ("MY_WEB_SERVICE_PORT", "8080".to_string()),
+        ("MY_WEB_SERVICE_PORT_HTTP", "8080".to_string()),
+        ("MY_WEB_SERVICE_PORT_DNS", "53".to_string()),
+        ("MY_WEB_PORT", format!("tcp://{web_ip}:8080")),
+        ("MY_WEB_PORT_8080_TCP", format!("tcp://{web_ip}:8080")),
+        ("MY_WEB_PORT_8080_TCP_PROTO", "tcp".to_string()),
+        ("MY_WEB_PORT_8080_TCP_PORT", "8080".to_string()),
+        ("MY_WEB_PORT_8080_TCP_ADDR", web_ip.clone()),
+        ("MY_WEB_PORT_53_UDP", format!("udp://{web_ip}:53")),
+        ("MY_WEB_PORT_53_UDP_PORT", "53".to_string()),
+        ("MY_WEB_PORT_53_UDP_ADDR", web_ip.clone()),
+        // The container's own env wins over the service variable.
+        ("MY_WEB_PORT_53_UDP_PROTO", "mine".to_string()),
+    ];
+    for (k, v) in &expect {
+        assert_eq!(env.get(*k), Some(v), "{k} in {env:?}");
+    }
+    // $(VAR) in the command expands with service variables.
+    assert_eq!(arg_of("linked"), web_ip);
+
+    let env = env_of("unlinked");
+    for (k, v) in expect.iter().filter(|(k, _)| k.starts_with("KUBERNETES_")) {
+        assert_eq!(env.get(*k), Some(v), "{k} in {env:?}");
+    }
+    let leaked: Vec<&String> =
+        env.keys().filter(|k| k.starts_with("MY_WEB_") && *k != "MY_WEB_PORT_53_UDP_PROTO").collect();
+    assert!(leaked.is_empty(), "enableServiceLinks: false still got {leaked:?}");
+    assert_eq!(env.get("MY_WEB_PORT_53_UDP_PROTO").map(String::as_str), Some("mine"));
+    // Unknown references stay as written.
+    assert_eq!(arg_of("unlinked"), "$(MY_WEB_SERVICE_HOST)");
+}
+
+#[test]
+fn pods_get_a_service_account_token_that_authenticates_as_them() {
+    let s = Server::start_node();
+    let manifest = format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: identity}}
+spec:
+  containers:
+  - name: c
+    image: {IMAGE}
+    command: ["sleep", "3600"]
+"#
+    );
+    s.ok_stdin(&["apply", "-f", "-"], &manifest);
+    let p = wait_pod(&s, "identity", "Running", 90, |p| p["status"]["phase"] == "Running");
+    assert_eq!(p["spec"]["serviceAccountName"], "default");
+    let uid = p["metadata"]["uid"].as_str().expect("uid").to_string();
+    let dir = "/var/run/secrets/kubernetes.io/serviceaccount";
+    let read = |file: &str| s.ok(&["exec", "identity", "--", "cat", &format!("{dir}/{file}")]);
+    assert_eq!(read("namespace"), "default");
+    let ca = read("ca.crt");
+    let cluster_ca = std::fs::read_to_string(s.data_dir().join("server/tls/server-ca.crt")).expect("cluster CA");
+    assert_eq!(ca.trim(), cluster_ca.trim(), "ca.crt is the cluster CA");
+    let token = read("token");
+    assert_eq!(token.split('.').count(), 3, "a JWT: {token}");
+    // The mount is read-only for the container.
+    let out = s.kubectl(&["exec", "identity", "--", "sh", "-c", &format!("echo x > {dir}/token")]);
+    assert!(!out.status.success(), "the token volume must be read-only");
+
+    // From the host, the pod's token is the pod's identity.
+    let review = r#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#;
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "-X", "POST", "-H", "Content-Type: application/json", "--data-binary", review, "--cacert"])
+        .arg(s.data_dir().join("server/tls/server-ca.crt"))
+        .arg("-H")
+        .arg(format!("Authorization: Bearer {}", token.trim()))
+        .arg(format!("https://127.0.0.1:{}/apis/authentication.k8s.io/v1/selfsubjectreviews", s.port))
+        .output()
+        .expect("curl");
+    let answer: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let user = &answer["status"]["userInfo"];
+    assert_eq!(user["username"], "system:serviceaccount:default:default", "{answer}");
+    assert_eq!(user["extra"]["authentication.kubernetes.io/pod-name"], serde_json::json!(["identity"]), "{answer}");
+    assert_eq!(user["extra"]["authentication.kubernetes.io/pod-uid"], serde_json::json!([uid]), "{answer}");
+    let node = s.ok(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"]);
+    assert_eq!(user["extra"]["authentication.kubernetes.io/node-name"], serde_json::json!([node]), "{answer}");
+}

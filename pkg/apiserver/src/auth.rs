@@ -2,6 +2,7 @@
 //! that bearer tokens and RBAC plug in later without touching the request path.
 
 use crate::request::RequestInfo;
+use std::collections::BTreeMap;
 
 /// An authenticated identity.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -9,11 +10,22 @@ pub struct UserInfo {
     pub name: String,
     pub uid: String,
     pub groups: Vec<String>,
+    /// Further attributes (`authentication.kubernetes.io/pod-name`, …).
+    pub extra: BTreeMap<String, Vec<String>>,
 }
 
 impl UserInfo {
     pub fn anonymous() -> UserInfo {
-        UserInfo { name: "system:anonymous".into(), uid: String::new(), groups: vec!["system:unauthenticated".into()] }
+        UserInfo::new("system:anonymous", &["system:unauthenticated"])
+    }
+    /// A user with no uid and no extras.
+    pub fn new(name: &str, groups: &[&str]) -> UserInfo {
+        UserInfo {
+            name: name.to_string(),
+            uid: String::new(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+            extra: BTreeMap::new(),
+        }
     }
     pub fn is_anonymous(&self) -> bool {
         self.name == "system:anonymous"
@@ -36,6 +48,8 @@ pub trait Authenticator: Send + Sync {
 pub enum AuthError {
     #[error("invalid client certificate: {0}")]
     BadCertificate(String),
+    #[error("invalid bearer token: {0}")]
+    InvalidToken(String),
 }
 
 /// x509 client certificates: user = CN, groups = O (plus `system:authenticated`).
@@ -56,7 +70,7 @@ impl Authenticator for X509Authenticator {
         let mut groups: Vec<String> =
             cert.subject().iter_organization().filter_map(|o| o.as_str().ok()).map(str::to_string).collect();
         groups.push("system:authenticated".into());
-        Ok(Some(UserInfo { name, uid: String::new(), groups }))
+        Ok(Some(UserInfo { name, uid: String::new(), groups, extra: BTreeMap::new() }))
     }
 }
 
@@ -119,7 +133,8 @@ impl Authorizer for BuiltinAuthorizer {
         let info = attrs.info;
         if !info.is_resource && (info.verb == "get" || info.verb == "head") {
             let p = info.path.as_str();
-            let public = ["/api", "/apis", "/version", "/openapi", "/livez", "/readyz", "/healthz", "/.well-known"];
+            let public =
+                ["/api", "/apis", "/version", "/openapi", "/livez", "/readyz", "/healthz", "/.well-known", "/openid"];
             if u.groups.iter().any(|g| g == "system:authenticated")
                 && public.iter().any(|x| p == *x || p.starts_with(&format!("{x}/")))
             {
@@ -171,8 +186,8 @@ mod tests {
 
     #[test]
     fn masters_allowed_and_strangers_only_get_discovery() {
-        let admin = UserInfo { name: "admin".into(), uid: String::new(), groups: vec!["system:masters".into()] };
-        let bob = UserInfo { name: "bob".into(), uid: String::new(), groups: vec!["system:authenticated".into()] };
+        let admin = UserInfo::new("admin", &["system:masters"]);
+        let bob = UserInfo::new("bob", &["system:authenticated"]);
         let a = BuiltinAuthorizer;
         let pods = info("list", "/api/v1/pods");
         assert_eq!(a.authorize(&Attributes { user: &admin, info: &pods }), Decision::Allow);

@@ -40,6 +40,8 @@ pub struct State {
     pub bookmark_interval: Duration,
     /// How the API server reaches kubelets (`pods/log`, `exec`, `attach`, `portforward`).
     pub kubelet: Option<Arc<crate::proxy::KubeletClient>>,
+    /// ServiceAccount token issuing and validation.
+    pub tokens: Arc<crate::serviceaccount::Tokens>,
 }
 
 fn full(b: impl Into<Bytes>) -> Body {
@@ -104,7 +106,7 @@ pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>, peer
         Ok(None) => UserInfo::anonymous(),
         Err(e) => {
             tracing::debug!(error = %e, "authentication failed");
-            return error_response(&ApiError::unauthorized());
+            return refuse(req, &ApiError::unauthorized()).await;
         }
     };
     let span = tracing::debug_span!("request", %method, %path, verb = %info.verb, user = %user.name);
@@ -115,7 +117,7 @@ pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>, peer
         || path.starts_with("/readyz/")
         || path.starts_with("/healthz/");
     if user.is_anonymous() && !public {
-        return error_response(&ApiError::unauthorized());
+        return refuse(req, &ApiError::unauthorized()).await;
     }
     if !public {
         match state.authz.authorize(&Attributes { user: &user, info: &info }) {
@@ -132,7 +134,8 @@ pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>, peer
                 } else {
                     ResourceTarget::Path(&path)
                 };
-                return error_response(&ApiError::forbidden(&user.name, &info.verb, &target));
+                let e = ApiError::forbidden(&user.name, &info.verb, &target);
+                return refuse(req, &e).await;
             }
         }
     }
@@ -147,6 +150,25 @@ pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>, peer
     };
     tracing::debug!(parent: &span, status = resp.status().as_u16(), elapsed_ms = started.elapsed().as_millis() as u64, "handled");
     resp
+}
+
+/// Answers `e` before the request was handled. A small request body is read first: an HTTP/2
+/// stream whose body is left unread is reset, and clients (curl, Go) may then report the reset
+/// instead of the answer.
+async fn refuse(req: Request<hyper::body::Incoming>, e: &ApiError) -> Response<Body> {
+    const DRAIN: usize = 64 * 1024;
+    let mut body = req.into_body();
+    let mut read = 0usize;
+    let drain = async {
+        while let Some(Ok(frame)) = body.frame().await {
+            read += frame.data_ref().map_or(0, |d| d.len());
+            if read > DRAIN {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
+    error_response(e)
 }
 
 fn non_resource(state: &State, method: &Method, path: &str, query: &Query, headers: &HeaderMap) -> Response<Body> {
@@ -202,6 +224,14 @@ fn non_resource(state: &State, method: &Method, path: &str, query: &Query, heade
                 None if core => respond_json(StatusCode::OK, &discovery::api_versions(&state.server_address)),
                 None => respond_json(StatusCode::OK, &discovery::api_group_list(&state.server_address)),
             }
+        }
+        "/.well-known/openid-configuration" => {
+            respond_json(StatusCode::OK, &state.tokens.openid_configuration(&state.server_address))
+        }
+        "/openid/v1/jwks" => {
+            let mut r = respond_json(StatusCode::OK, &state.tokens.jwks());
+            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/jwk-set+json"));
+            r
         }
         "/openapi/v2" => {
             let api = k1s_api::openapi::get();
@@ -464,6 +494,9 @@ async fn resource_request(
         Some("binding") => return crate::subresources::binding(state, req, &mut ctx, info).await,
         Some("eviction") => return crate::subresources::eviction(state, req, &mut ctx, info).await,
         Some("status") | Some("finalize") | Some("ephemeralcontainers") | Some("resize") | Some("approval") | None => {}
+        Some("token") if res.group.is_empty() && res.resource == "serviceaccounts" => {
+            return crate::serviceaccount::token_request::create(state, req, info).await;
+        }
         Some("log" | "exec" | "attach" | "portforward") => {
             return crate::proxy::handle(state, req, info, query).await;
         }

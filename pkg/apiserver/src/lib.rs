@@ -22,6 +22,7 @@ pub mod registry;
 mod request;
 mod server;
 pub mod service_alloc;
+pub mod serviceaccount;
 mod subresources;
 mod table;
 mod virtual_resources;
@@ -58,6 +59,8 @@ pub struct Config {
     pub endpoint_ip: std::net::IpAddr,
     /// The cluster DNS address: the `kube-dns` Service's ClusterIP, served by k1s itself.
     pub cluster_dns: Option<std::net::IpAddr>,
+    /// ServiceAccount token signing key, issuer and audiences.
+    pub service_account: serviceaccount::TokenConfig,
 }
 
 /// A running API server.
@@ -78,8 +81,15 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     };
     let listener = server::bind(config.listen).await?;
     let local_addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: config.listen, source })?;
+    let tokens = Arc::new(
+        serviceaccount::Tokens::new(&config.service_account)
+            .map_err(|e| ServeError::Config(format!("service account tokens: {e}")))?,
+    );
+    let objects: Arc<dyn serviceaccount::claims::ObjectGetter> =
+        Arc::new(serviceaccount::StoreObjects(config.store.clone()));
     let chain = admission::Chain {
         mutating: vec![
+            Box::new(serviceaccount::admission::ServiceAccountAdmission { objects: objects.clone() }),
             Box::new(pod_admission::DefaultTolerationSeconds),
             Box::new(pod_admission::Priority { store: config.store.clone() }),
         ],
@@ -94,13 +104,17 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     });
     let state = Arc::new(handler::State {
         registry: registry.clone(),
-        authn: Box::new(auth::UnionAuthenticator(vec![Box::new(auth::X509Authenticator)])),
+        authn: Box::new(auth::UnionAuthenticator(vec![
+            Box::new(auth::X509Authenticator),
+            Box::new(serviceaccount::TokenAuthenticator { tokens: tokens.clone(), objects }),
+        ])),
         authz: Box::new(auth::UnionAuthorizer(vec![Box::new(auth::BuiltinAuthorizer)])),
         server_address: config.advertise.clone().unwrap_or_else(|| local_addr.to_string()),
         cancel: cancel.clone(),
         ready: AtomicBool::new(false),
         bookmark_interval: config.bookmark_interval,
         kubelet,
+        tokens,
     });
     // Warm the OpenAPI documents before the first client asks.
     tokio::task::spawn_blocking(|| {
@@ -175,8 +189,7 @@ async fn bootstrap_services(
 
 async fn refresh_endpoints(registry: &Registry, endpoint_ip: std::net::IpAddr, port: u16) {
     let find = |g: &str, r: &str| k1s_api::resources::find(g, "v1", r);
-    let user =
-        auth::UserInfo { name: "system:apiserver".into(), uid: String::new(), groups: vec!["system:masters".into()] };
+    let user = auth::UserInfo::new("system:apiserver", &["system:masters"]);
     let patches = [
         (
             find("", "services"),

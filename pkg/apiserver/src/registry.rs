@@ -1140,8 +1140,7 @@ impl Registry {
         if self.get(info, ns.as_deref(), &name).is_ok() {
             return Ok(());
         }
-        let user =
-            UserInfo { name: "system:apiserver".into(), uid: String::new(), groups: vec!["system:masters".into()] };
+        let user = UserInfo::new("system:apiserver", &["system:masters"]);
         let mut ctx = Ctx {
             user: &user,
             info,

@@ -58,7 +58,32 @@ fn user_from_spec(spec: &Value) -> UserInfo {
             .and_then(Value::as_array)
             .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
             .unwrap_or_default(),
+        extra: spec
+            .get("extra")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| {
+                        let vals =
+                            v.as_array().map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect());
+                        (k.clone(), vals.unwrap_or_default())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
     }
+}
+
+/// `status.userInfo` of reviews: username, uid, groups and extra (omitted when empty).
+fn user_info_json(user: &UserInfo) -> Value {
+    let mut u = json!({"username": user.name, "groups": user.groups});
+    if !user.uid.is_empty() {
+        u["uid"] = json!(user.uid);
+    }
+    if !user.extra.is_empty() {
+        u["extra"] = json!(user.extra);
+    }
+    u
 }
 
 pub async fn handle(
@@ -129,10 +154,41 @@ pub async fn handle(
             };
         }
         "selfsubjectreviews" => {
-            obj["status"] = json!({"userInfo": {"username": user.name, "uid": user.uid, "groups": user.groups}});
+            obj["status"] = json!({"userInfo": user_info_json(user)});
         }
         "tokenreviews" => {
-            obj["status"] = json!({"authenticated": false, "error": "token authentication is not enabled"});
+            let token = spec.get("token").and_then(Value::as_str).unwrap_or("");
+            if token.is_empty() {
+                return Err(ApiError::invalid(
+                    res.group,
+                    res.kind,
+                    "",
+                    &[k1s_api::FieldError::required("spec.token", "")],
+                ));
+            }
+            let requested: Vec<String> = spec
+                .get("audiences")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                .unwrap_or_default();
+            let audiences = if requested.is_empty() { state.tokens.api_audiences.clone() } else { requested };
+            let reviewer = crate::serviceaccount::TokenAuthenticator {
+                tokens: state.tokens.clone(),
+                objects: Arc::new(crate::serviceaccount::StoreObjects(state.registry.store.clone())),
+            };
+            obj["status"] = match reviewer.review(token, &audiences) {
+                Ok(u) => {
+                    let token_auds: Vec<String> = crate::serviceaccount::jwt::unverified_claims(token)
+                        .and_then(|c| serde_json::from_value::<crate::serviceaccount::claims::Claims>(c).ok())
+                        .map(|c| c.aud.into_iter().filter(|a| audiences.contains(a)).collect())
+                        .unwrap_or_default();
+                    json!({"authenticated": true, "user": user_info_json(&u), "audiences": token_auds})
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "token review: invalid token");
+                    json!({"authenticated": false, "error": "[invalid bearer token, token lookup failed]"})
+                }
+            };
         }
         "bindings" => {
             let mut ctx = Ctx {

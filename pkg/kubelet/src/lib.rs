@@ -63,6 +63,8 @@ pub struct Shared {
     pub pulls: images::PullCoordinator,
     /// The port the kubelet server actually listens on.
     pub kubelet_port: std::sync::atomic::AtomicU16,
+    /// All Services, for the containers' service environment variables.
+    pub services: pods::env::services::ServiceCache,
 }
 
 impl Shared {
@@ -111,6 +113,7 @@ pub async fn run(
     let host = host::gather(&config.root_dir);
     let shared = Arc::new(Shared {
         recorder: Arc::new(k1s_runtime::events::Recorder::new(client.clone(), "kubelet", Some(&config.node_name))),
+        services: pods::env::services::ServiceCache::spawn(client.clone(), cancel.clone()),
         config,
         client,
         runtime,

@@ -235,6 +235,23 @@ impl Pki {
         Ok(pair)
     }
 
+    /// The ServiceAccount token signing key (ECDSA P-256, PKCS#8 PEM) kept as
+    /// `service-account.key`: generated on first use, reused afterwards.
+    pub fn service_account_key(&self) -> Result<String, PkiError> {
+        let path = self.dir.join("service-account.key");
+        if let Some(pem) = read(&path)? {
+            if KeyPair::from_pem(&pem).is_ok() {
+                return Ok(pem);
+            }
+            tracing::warn!(path = %path.display(), "unreadable service account key; generating a new one");
+        }
+        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(gen_err("service-account"))?;
+        let pem = key.serialize_pem();
+        write_private(&path, &pem, 0o600)?;
+        tracing::info!(path = %path.display(), "created service account signing key");
+        Ok(pem)
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -290,6 +307,18 @@ mod tests {
         assert_eq!(a.ca.cert_pem, c.ca.cert_pem);
         assert_ne!(a.serving.cert_pem, c.serving.cert_pem);
         let mode = fs::metadata(dir.path().join("server-ca.key")).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn service_account_key_is_created_once_and_reused() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let pki = Pki::ensure(dir.path(), &["127.0.0.1".to_string()]).expect("create");
+        let a = pki.service_account_key().expect("key");
+        assert!(a.contains("BEGIN PRIVATE KEY"), "{a}");
+        let again = Pki::ensure(dir.path(), &["127.0.0.1".to_string()]).expect("reuse");
+        assert_eq!(again.service_account_key().expect("key"), a);
+        let mode = fs::metadata(dir.path().join("service-account.key")).expect("stat").permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
     }
 

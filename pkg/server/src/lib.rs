@@ -112,6 +112,16 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
 
     let mut sans = vec!["127.0.0.1".to_string(), "::1".to_string(), "localhost".to_string(), hostname()];
     sans.extend(config.tls_san.iter().cloned());
+    // In-cluster clients reach the API as the `kubernetes` Service: its ClusterIP (the first
+    // address of the Service CIDR) and DNS names.
+    if let Some(cidr) = k1s_apiserver::service_alloc::Cidr::parse(&config.service_cidr) {
+        sans.push(cidr.first().to_string());
+    }
+    let domain = config.cluster_domain.trim_end_matches('.');
+    for name in ["kubernetes", "kubernetes.default", "kubernetes.default.svc"] {
+        sans.push(name.to_string());
+    }
+    sans.push(format!("kubernetes.default.svc.{domain}"));
     if let Some(a) = config.advertise_address {
         sans.push(a.to_string());
     }
@@ -120,6 +130,8 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     }
     let pki = Pki::ensure(&server_dir.join("tls"), &sans)?;
     let admin = pki.client("admin", "system:admin", &["system:masters"])?;
+    let service_account =
+        k1s_apiserver::serviceaccount::TokenConfig::for_cluster_domain(pki.service_account_key()?, domain);
 
     let kubelet_client =
         pki.client("kube-apiserver-kubelet-client", "kube-apiserver-kubelet-client", &["system:masters"])?;
@@ -140,6 +152,7 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
             service_cidr: config.service_cidr.clone(),
             endpoint_ip: config.advertise_address.unwrap_or(config.node_ip),
             cluster_dns: Some(config.cluster_dns),
+            service_account,
             kubelet_client: Some(k1s_apiserver::KubeletClientConfig {
                 ca_pem: pki.ca.cert_pem.clone(),
                 cert_pem: kubelet_client.cert_pem.clone(),

@@ -373,6 +373,10 @@ async fn cluster() -> Option<Cluster> {
             service_cidr: "10.43.0.0/16".into(),
             endpoint_ip: "192.0.2.10".parse().expect("ip"),
             cluster_dns: None,
+            service_account: crate::serviceaccount::TokenConfig::for_cluster_domain(
+                rcgen::KeyPair::generate().expect("key").serialize_pem(),
+                "cluster.local",
+            ),
             kubelet_client: Some(KubeletClientConfig {
                 ca_pem: ca.pem.clone(),
                 cert_pem: client.cert_pem,
@@ -389,6 +393,7 @@ async fn cluster() -> Option<Cluster> {
     std::fs::write(
         &manifests,
         "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n---\n\
+         apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: default, namespace: default}\n---\n\
          apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: default}\n\
          spec: {nodeName: n1, containers: [{name: app, image: busybox}]}\n---\n\
          apiVersion: v1\nkind: Pod\nmetadata: {name: gone, namespace: default}\n\

@@ -240,6 +240,13 @@ pub struct ContainerInputs {
     pub memory_capacity: i64,
 }
 
+/// Upstream's `ExpandContainerCommandAndArgs`: `$(VAR)` in the command and args expands with
+/// the container's final environment (service variables included).
+fn expand_all(items: Option<&[String]>, envs: &[(String, String)]) -> Vec<String> {
+    let lookup = |name: &str| envs.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    items.unwrap_or_default().iter().map(|s| super::env::expansion::expand(s, lookup)).collect()
+}
+
 pub fn container_config(pod: &Pod, c: &Container, inputs: ContainerInputs) -> cri::ContainerConfig {
     let res = c.resources.clone().unwrap_or_default();
     let get =
@@ -288,8 +295,8 @@ pub fn container_config(pod: &Pod, c: &Container, inputs: ContainerInputs) -> cr
     cri::ContainerConfig {
         metadata: Some(cri::ContainerMetadata { name: c.name.clone(), attempt: inputs.attempt }),
         image: Some(cri::ImageSpec { image: inputs.image_ref, ..Default::default() }),
-        command: c.command.clone().unwrap_or_default(),
-        args: c.args.clone().unwrap_or_default(),
+        command: expand_all(c.command.as_deref(), &inputs.envs),
+        args: expand_all(c.args.as_deref(), &inputs.envs),
         working_dir: c.working_dir.clone().unwrap_or_default(),
         envs: inputs.envs.into_iter().map(|(key, value)| cri::KeyValue { key, value: value.into_bytes() }).collect(),
         mounts: inputs.mounts,
@@ -316,6 +323,29 @@ mod tests {
         assert_eq!(memory_bytes("64Mi"), Some(64 * 1024 * 1024));
         assert_eq!(memory_bytes("1G"), Some(1_000_000_000));
         assert_eq!(memory_bytes("128974848"), Some(128974848));
+    }
+
+    #[test]
+    fn command_and_args_expand_with_the_final_environment() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "shop", "uid": "u"},
+            "spec": {"containers": [{
+                "name": "c", "image": "i",
+                "command": ["sh", "-c", "echo $(GREETING)"],
+                "args": ["$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)", "$$(GREETING)", "$(UNSET)"]
+            }]}
+        }))
+        .expect("pod");
+        let c = pod.spec.as_ref().expect("spec").containers[0].clone();
+        let envs = vec![
+            ("GREETING".to_string(), "hi".to_string()),
+            ("KUBERNETES_SERVICE_HOST".into(), "10.43.0.1".into()),
+            ("KUBERNETES_SERVICE_PORT".into(), "443".into()),
+        ];
+        let inputs = ContainerInputs { image_ref: "i".into(), attempt: 0, envs, mounts: vec![], memory_capacity: 0 };
+        let cfg = container_config(&pod, &c, inputs);
+        assert_eq!(cfg.command, vec!["sh", "-c", "echo hi"]);
+        assert_eq!(cfg.args, vec!["10.43.0.1:443", "$(GREETING)", "$(UNSET)"]);
     }
 
     #[test]

@@ -575,7 +575,12 @@ impl Worker {
             pod_ips: self.sandbox.as_ref().and_then(|s| s.ip.clone()).into_iter().collect(),
             host_ips: vec![self.shared.config.node_ip.to_string()],
         };
-        let envs = match super::env::container_env(&source, pod, c, &[], &env_ctx).await {
+        let enable_service_links = pod.spec.as_ref().and_then(|s| s.enable_service_links).unwrap_or(true);
+        let envs = match self.shared.services.env(spec::pod_namespace(pod), enable_service_links).await {
+            Ok(service_env) => super::env::container_env(&source, pod, c, &service_env, &env_ctx).await,
+            Err(e) => Err(e.into()),
+        };
+        let envs = match envs {
             Ok(e) => e,
             Err(e) => {
                 let msg = e.to_string();

@@ -9,6 +9,7 @@
 
 pub mod expansion;
 pub mod fieldpath;
+pub mod services;
 
 use super::volumes::{ObjectSource, SourceError};
 use fieldpath::{FieldPathError, RuntimeFields};
@@ -27,6 +28,9 @@ pub enum EnvError {
     /// A fieldRef or resourceFieldRef could not be resolved.
     #[error("{0}")]
     Downward(FieldPathError),
+    /// The Services have not been listed yet.
+    #[error("{0}")]
+    Services(#[from] services::NotSynced),
 }
 
 /// Facts about the node and the sandbox the environment may reference.
@@ -433,6 +437,50 @@ mod tests {
         // 100M / 1Mi = 95.37 → 96.
         assert_eq!(env["MEM_LIMIT_MI"], "96");
         assert_eq!(env["MEM_REQUEST"], "0");
+    }
+
+    #[tokio::test]
+    async fn service_variables_follow_user_env_and_env_from_wins() {
+        use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+        let svc = |ns: &str, name: &str, ip: &str| {
+            std::sync::Arc::new(Service {
+                metadata: ObjectMeta { name: Some(name.into()), namespace: Some(ns.into()), ..Default::default() },
+                spec: Some(ServiceSpec {
+                    cluster_ip: Some(ip.into()),
+                    ports: Some(vec![ServicePort { name: Some("http".into()), port: 80, ..Default::default() }]),
+                    ..Default::default()
+                }),
+                status: None,
+            })
+        };
+        let all = vec![svc("default", "kubernetes", "10.43.0.1"), svc("ns", "web", "10.43.0.7")];
+        let services = services::service_env(&all, "ns", true);
+        let c = Container {
+            name: "c".into(),
+            env_from: Some(vec![EnvFromSource {
+                config_map_ref: Some(ConfigMapEnvSource { name: "cfg".into(), optional: None }),
+                prefix: Some("WEB_SERVICE_".into()),
+                secret_ref: None,
+            }]),
+            env: Some(vec![
+                var("WEB_SERVICE_HOST", "mine"),
+                var("URL", "http://$(WEB_SERVICE_HOST):$(WEB_SERVICE_PORT)/$(KUBERNETES_PORT_80_TCP_PROTO)"),
+            ]),
+            ..Default::default()
+        };
+        let env = run(&c, &services).await.expect("env");
+        let map: HashMap<_, _> = env.iter().cloned().collect();
+        assert_eq!(map.len(), env.len(), "no duplicate names: {env:?}");
+        // User env overrides the service variable; envFrom keys shadow service variables too.
+        assert_eq!(map["WEB_SERVICE_HOST"], "mine");
+        assert_eq!(map["WEB_SERVICE_color"], "blue");
+        assert_eq!(map["URL"], "http://mine:80/tcp");
+        assert_eq!(map["WEB_SERVICE_PORT_HTTP"], "80");
+        assert_eq!(map["WEB_PORT"], "tcp://10.43.0.7:80");
+        assert_eq!(map["KUBERNETES_SERVICE_HOST"], "10.43.0.1");
+        // Declared variables first, then the remaining service variables.
+        let first_service = env.iter().position(|(k, _)| k == "KUBERNETES_SERVICE_HOST").expect("kubernetes");
+        assert!(env.iter().position(|(k, _)| k == "URL").expect("url") < first_service);
     }
 
     #[tokio::test]

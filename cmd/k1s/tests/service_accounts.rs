@@ -1,0 +1,340 @@
+//! ServiceAccount tokens against a real API-only server, driven with stock kubectl and curl:
+//! TokenRequests (`kubectl create token`), bearer authentication, the ServiceAccount admission
+//! plugin and the OpenID discovery documents.
+
+mod common;
+
+use common::Server;
+use serde_json::{json, Value};
+use std::process::Command;
+
+/// A raw HTTPS request authenticated only by `token`: (status, body).
+fn bearer(s: &Server, token: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let mut c = Command::new("curl");
+    c.args(["-sS", "-o", "-", "-w", "\n%{http_code}", "-X", method, "--cacert"])
+        .arg(s.data_dir().join("server/tls/server-ca.crt"))
+        .arg("-H")
+        .arg(format!("Authorization: Bearer {token}"));
+    if let Some(b) = body {
+        c.args(["-H", "Content-Type: application/json", "--data-binary"]).arg(b.to_string());
+    }
+    c.arg(format!("https://127.0.0.1:{}{path}", s.port));
+    let out = c.output().expect("curl");
+    assert!(out.status.success(), "curl failed: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+fn whoami(s: &Server, token: &str) -> (u16, Value) {
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
+    bearer(s, token, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", Some(&review))
+}
+
+/// Unpadded base64url (RFC 4648 §5), as JWTs use.
+fn base64url(s: &str) -> Vec<u8> {
+    let val = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'-' => 62,
+        b'_' => 63,
+        _ => panic!("not base64url: {s}"),
+    };
+    let mut out = Vec::new();
+    let (mut acc, mut bits) = (0u32, 0);
+    for c in s.bytes() {
+        acc = (acc << 6) | u32::from(val(c));
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    out
+}
+
+/// Part `i` of a JWT (0 header, 1 claims), decoded.
+fn jwt_part(token: &str, i: usize) -> Value {
+    let part = token.split('.').nth(i).expect("a JWT has three parts");
+    serde_json::from_slice(&base64url(part)).expect("JSON")
+}
+
+fn claims(token: &str) -> Value {
+    jwt_part(token, 1)
+}
+
+fn create_token(s: &Server, args: &[&str]) -> String {
+    let mut a = vec!["create", "token"];
+    a.extend_from_slice(args);
+    s.ok(&a).trim().to_string()
+}
+
+/// A kubeconfig holding only the cluster CA and `token`.
+fn token_kubeconfig(s: &Server, token: &str) -> std::path::PathBuf {
+    let ca = s.data_dir().join("server/tls/server-ca.crt");
+    s.write_file(
+        "token.kubeconfig",
+        &format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{}\n    certificate-authority: {}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\nusers:\n- name: u\n  user:\n    token: {token}\n",
+            s.port,
+            ca.display()
+        ),
+    )
+}
+
+#[test]
+fn kubectl_create_token_authenticates_as_the_service_account() {
+    let s = Server::start();
+    // Controllers are off in this harness: the account is created by hand.
+    s.ok(&["create", "serviceaccount", "default"]);
+    let uid = s.ok(&["get", "serviceaccount", "default", "-o", "jsonpath={.metadata.uid}"]);
+    let token = create_token(&s, &["default"]);
+    let c = claims(&token);
+    let iss = "https://kubernetes.default.svc.cluster.local";
+    assert_eq!(c["iss"], iss, "{c}");
+    assert_eq!(c["aud"], json!([iss]), "{c}");
+    assert_eq!(c["sub"], "system:serviceaccount:default:default", "{c}");
+    assert_eq!(c["kubernetes.io"]["namespace"], "default", "{c}");
+    assert_eq!(c["kubernetes.io"]["serviceaccount"], json!({"name": "default", "uid": uid}), "{c}");
+    let (exp, iat) = (c["exp"].as_i64().expect("exp"), c["iat"].as_i64().expect("iat"));
+    assert_eq!(exp - iat, 3600, "default lifetime: {c}");
+    assert_eq!(c["nbf"], c["iat"]);
+    let jti = c["jti"].as_str().expect("jti").to_string();
+
+    let (code, review) = whoami(&s, &token);
+    assert_eq!(code, 201, "{review}");
+    let user = &review["status"]["userInfo"];
+    assert_eq!(user["username"], "system:serviceaccount:default:default", "{review}");
+    assert_eq!(user["uid"], uid.as_str(), "{review}");
+    assert_eq!(
+        user["groups"],
+        json!(["system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"]),
+        "{review}"
+    );
+    assert_eq!(user["extra"]["authentication.kubernetes.io/credential-id"], json!([format!("JTI={jti}")]));
+
+    // Stock kubectl with nothing but the token.
+    let kc = token_kubeconfig(&s, &token);
+    let out = s.kubectl(&["--kubeconfig", kc.to_str().expect("path"), "auth", "whoami", "-o", "json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let me: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(me["status"]["userInfo"]["username"], "system:serviceaccount:default:default");
+    // Built-in authorization: a service account may not list pods (yet: no RBAC).
+    let out = s.kubectl(&["--kubeconfig", kc.to_str().expect("path"), "get", "pods"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("forbidden"), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // TokenReview by the admin sees the same identity.
+    let tr = s.ok_stdin(
+        &["create", "-o", "json", "-f", "-"],
+        &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}).to_string(),
+    );
+    let tr: Value = serde_json::from_str(&tr).expect("json");
+    assert_eq!(tr["status"]["authenticated"], true, "{tr}");
+    assert_eq!(tr["status"]["user"]["username"], "system:serviceaccount:default:default", "{tr}");
+    assert_eq!(tr["status"]["audiences"], json!([iss]), "{tr}");
+
+    // Lifetime and audiences as asked.
+    let custom = create_token(&s, &["default", "--duration=20m", "--audience=vault"]);
+    let cc = claims(&custom);
+    assert_eq!(cc["exp"].as_i64().expect("exp") - cc["iat"].as_i64().expect("iat"), 1200);
+    assert_eq!(cc["aud"], json!(["vault"]));
+    // ... and a token for another audience is not good for this API server.
+    assert_eq!(whoami(&s, &custom).0, 401);
+}
+
+#[test]
+fn bad_tokens_get_401_and_token_requests_are_validated() {
+    let s = Server::start();
+    for garbage in ["garbage", "a.b.c", "eyJhbGciOiJub25lIn0.eyJpc3MiOiJ4In0."] {
+        let (code, status) = whoami(&s, garbage);
+        assert_eq!(code, 401, "{garbage}: {status}");
+        assert_eq!(status["kind"], "Status", "{status}");
+        assert_eq!(status["reason"], "Unauthorized", "{status}");
+        assert_eq!(status["code"], 401, "{status}");
+        // Even on otherwise public paths: a presented credential must be valid.
+        assert_eq!(bearer(&s, garbage, "GET", "/version", None).0, 401);
+    }
+
+    // No such account: 404.
+    let out = s.kubectl(&["create", "token", "ghost"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("serviceaccounts \"ghost\" not found"), "{err}");
+    let (code, status) = s.curl(
+        "POST",
+        "/api/v1/namespaces/default/serviceaccounts/ghost/token",
+        Some("application/json"),
+        Some(&s.write_file("tr.json", r#"{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{}}"#)),
+    );
+    assert_eq!((code, status["reason"].as_str()), (404, Some("NotFound")), "{status}");
+
+    s.ok(&["create", "serviceaccount", "robot"]);
+    let out = s.kubectl(&["create", "token", "robot", "--duration=5m"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("may not specify a duration less than 10 minutes"), "{err}");
+    let out = s.kubectl(&["create", "token", "robot", "--bound-object-kind=Pod", "--bound-object-name=nope"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pods \"nope\" not found"), "{out:?}");
+
+    // The subresource is discoverable.
+    let v1: Value = serde_json::from_str(&s.ok(&["get", "--raw", "/api/v1"])).expect("json");
+    let token = v1["resources"].as_array().and_then(|r| r.iter().find(|r| r["name"] == "serviceaccounts/token"));
+    let token = token.expect("serviceaccounts/token in discovery");
+    assert_eq!(token["verbs"], json!(["create"]));
+    assert_eq!(token["kind"], "TokenRequest");
+}
+
+#[test]
+fn deleting_the_account_or_the_bound_pod_invalidates_tokens() {
+    let s = Server::start();
+    s.ok(&["create", "serviceaccount", "default"]);
+    s.ok(&["create", "serviceaccount", "robot"]);
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: worker}\nspec:\n  serviceAccountName: robot\n  containers:\n  - {name: c, image: busybox}\n",
+    );
+    let pod_uid = s.ok(&["get", "pod", "worker", "-o", "jsonpath={.metadata.uid}"]);
+    let bound = create_token(&s, &["robot", "--bound-object-kind=Pod", "--bound-object-name=worker"]);
+    assert_eq!(claims(&bound)["kubernetes.io"]["pod"], json!({"name": "worker", "uid": pod_uid}));
+    let (code, review) = whoami(&s, &bound);
+    assert_eq!(code, 201, "{review}");
+    let extra = &review["status"]["userInfo"]["extra"];
+    assert_eq!(extra["authentication.kubernetes.io/pod-name"], json!(["worker"]), "{review}");
+    assert_eq!(extra["authentication.kubernetes.io/pod-uid"], json!([pod_uid]), "{review}");
+    // Binding to a pod of another account is refused.
+    let out = s.kubectl(&["create", "token", "default", "--bound-object-kind=Pod", "--bound-object-name=worker"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("different serviceaccount name"), "{out:?}");
+
+    let plain = create_token(&s, &["robot"]);
+    assert_eq!(whoami(&s, &plain).0, 201);
+    s.ok(&["delete", "pod", "worker", "--grace-period=0", "--force"]);
+    assert_eq!(whoami(&s, &bound).0, 401, "the pod is gone");
+    assert_eq!(whoami(&s, &plain).0, 201, "unbound tokens live on");
+
+    s.ok(&["delete", "serviceaccount", "robot"]);
+    assert_eq!(whoami(&s, &plain).0, 401, "the account is gone");
+    // A new account of the same name has another uid: old tokens stay invalid.
+    s.ok(&["create", "serviceaccount", "robot"]);
+    assert_eq!(whoami(&s, &plain).0, 401, "the account was recreated");
+    assert_eq!(whoami(&s, &create_token(&s, &["robot"])).0, 201);
+}
+
+#[test]
+fn pods_get_the_default_account_and_a_projected_token_volume() {
+    let s = Server::start();
+    // No account yet: upstream's admission refuses the pod.
+    let out = s.kubectl_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: early}\nspec:\n  containers:\n  - {name: c, image: busybox}\n",
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("pods \"early\" is forbidden: error looking up service account default/default: serviceaccount \"default\" not found"),
+        "{err}"
+    );
+    assert!(!s.kubectl(&["get", "pod", "early"]).status.success(), "nothing was written");
+
+    s.ok(&["create", "serviceaccount", "default"]);
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  initContainers:\n  - {name: init, image: busybox}\n  containers:\n  - {name: a, image: busybox}\n  - name: b\n    image: busybox\n    volumeMounts: [{name: own, mountPath: /var/run/secrets/kubernetes.io/serviceaccount}]\n  volumes: [{name: own, emptyDir: {}}]\n",
+    );
+    let pod = s.json(&["get", "pod", "web"]);
+    let spec = &pod["spec"];
+    assert_eq!(spec["serviceAccountName"], "default");
+    assert_eq!(spec["serviceAccount"], "default");
+    let vols = spec["volumes"].as_array().expect("volumes");
+    assert_eq!(vols.len(), 2, "{vols:?}");
+    let v = &vols[1];
+    let name = v["name"].as_str().expect("name");
+    assert!(name.starts_with("kube-api-access-") && name.len() == "kube-api-access-".len() + 5, "{name}");
+    assert_eq!(
+        v["projected"],
+        json!({"defaultMode": 420, "sources": [
+            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+        ]})
+    );
+    let mount = json!({"name": name, "readOnly": true, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"});
+    assert_eq!(spec["initContainers"][0]["volumeMounts"], json!([mount]));
+    assert_eq!(spec["containers"][0]["volumeMounts"], json!([mount]));
+    assert_eq!(
+        spec["containers"][1]["volumeMounts"],
+        json!([{"name": "own", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]),
+        "an existing mount at the token path is left alone"
+    );
+
+    // automountServiceAccountToken: false on the account, overridden by the pod.
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: quiet}\nautomountServiceAccountToken: false\n",
+    );
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: quiet}\nspec:\n  serviceAccountName: quiet\n  containers:\n  - {name: c, image: busybox}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: loud}\nspec:\n  serviceAccountName: quiet\n  automountServiceAccountToken: true\n  containers:\n  - {name: c, image: busybox}\n",
+    );
+    let quiet = s.json(&["get", "pod", "quiet"]);
+    assert!(quiet["spec"]["volumes"].as_array().is_none_or(|v| v.is_empty()), "{quiet}");
+    assert!(quiet["spec"]["containers"][0]["volumeMounts"].as_array().is_none_or(|v| v.is_empty()), "{quiet}");
+    let loud = s.json(&["get", "pod", "loud"]);
+    assert_eq!(loud["spec"]["volumes"].as_array().map(Vec::len), Some(1), "{loud}");
+
+    // The pod's own choice wins over the account's default.
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: optout}\nspec:\n  automountServiceAccountToken: false\n  containers:\n  - {name: c, image: busybox}\n",
+    );
+    let optout = s.json(&["get", "pod", "optout"]);
+    assert_eq!(optout["spec"]["serviceAccountName"], "default");
+    assert!(optout["spec"]["volumes"].as_array().is_none_or(|v| v.is_empty()), "{optout}");
+}
+
+#[test]
+fn openid_discovery_serves_the_issuer_and_its_signing_key() {
+    let s = Server::start();
+    let conf: Value =
+        serde_json::from_str(&s.ok(&["get", "--raw", "/.well-known/openid-configuration"])).expect("json");
+    assert_eq!(conf["issuer"], "https://kubernetes.default.svc.cluster.local");
+    assert!(conf["jwks_uri"].as_str().is_some_and(|u| u.ends_with("/openid/v1/jwks")), "{conf}");
+    let jwks: Value = serde_json::from_str(&s.ok(&["get", "--raw", "/openid/v1/jwks"])).expect("json");
+    let key = &jwks["keys"][0];
+    assert_eq!(
+        (key["kty"].as_str(), key["crv"].as_str(), key["alg"].as_str()),
+        (Some("EC"), Some("P-256"), Some("ES256"))
+    );
+    s.ok(&["create", "serviceaccount", "default"]);
+    let token = create_token(&s, &["default"]);
+    let header = jwt_part(&token, 0);
+    assert_eq!(header["alg"], "ES256");
+    assert_eq!(header["kid"], key["kid"], "tokens name the published key");
+}
+
+#[test]
+fn the_signing_key_survives_restarts_and_the_serving_cert_names_the_kubernetes_service() {
+    let mut s = Server::start();
+    s.ok(&["create", "serviceaccount", "default"]);
+    let token = create_token(&s, &["default"]);
+    s.restart();
+    assert_eq!(whoami(&s, &token).0, 201, "tokens stay valid across restarts");
+    let out = Command::new("openssl")
+        .args(["x509", "-noout", "-ext", "subjectAltName", "-in"])
+        .arg(s.data_dir().join("server/tls/serving-kube-apiserver.crt"))
+        .output()
+        .expect("openssl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let sans: Vec<&str> = text.lines().skip(1).flat_map(|l| l.split(',')).map(str::trim).collect();
+    for want in [
+        "IP Address:10.43.0.1",
+        "DNS:kubernetes",
+        "DNS:kubernetes.default",
+        "DNS:kubernetes.default.svc",
+        "DNS:kubernetes.default.svc.cluster.local",
+    ] {
+        assert!(sans.contains(&want), "{want} missing from {sans:?}");
+    }
+}
