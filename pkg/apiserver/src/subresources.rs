@@ -159,7 +159,10 @@ pub(crate) async fn bind(
         return Err(ApiError::invalid("", "Binding", pod_name, &[FieldError::required("target.name", "")]));
     }
     ctx.info = pods;
-    ctx.subresource = None;
+    // As upstream, the binding writes spec.nodeName and the PodScheduled condition in one
+    // update, outside field management (no manager owns them).
+    ctx.subresource = Some("binding");
+    ctx.field_manager = String::new();
     for _ in 0..16 {
         let pod = state.registry.get(pods, ns, pod_name)?;
         if let Some(uid) = b.pointer("/metadata/uid").and_then(Value::as_str) {
@@ -187,6 +190,7 @@ pub(crate) async fn bind(
                 a[k] = v.clone();
             }
         }
+        set_scheduled(&mut new);
         match state.registry.update(ctx, pod_name, new).await {
             Ok(_) => return Ok(()),
             Err(e) if e.code == 409 && e.reason == "Conflict" => continue,
@@ -194,6 +198,39 @@ pub(crate) async fn bind(
         }
     }
     Err(ApiError::stale("", "pods", pod_name))
+}
+
+/// Sets `PodScheduled=True` the way upstream's `UpdatePodCondition` does: the transition time
+/// moves only when the status changes; reason and message are cleared.
+fn set_scheduled(pod: &mut Value) {
+    let generation = object::meta(pod).and_then(|m| m.get("generation")).cloned();
+    let Some(status) = pod.as_object_mut().map(|m| m.entry("status").or_insert_with(|| json!({}))) else { return };
+    let Some(status) = status.as_object_mut() else { return };
+    let conds = status.entry("conditions").or_insert_with(|| json!([]));
+    if !conds.is_array() {
+        *conds = json!([]);
+    }
+    let Some(conds) = conds.as_array_mut() else { return };
+    let mut cond = json!({
+        "type": "PodScheduled",
+        "status": "True",
+        "lastProbeTime": null,
+        "lastTransitionTime": object::now_rfc3339(),
+    });
+    if let Some(g) = generation {
+        cond["observedGeneration"] = g;
+    }
+    match conds.iter_mut().find(|c| c.get("type").and_then(Value::as_str) == Some("PodScheduled")) {
+        Some(old) => {
+            if old.get("status").and_then(Value::as_str) == Some("True") {
+                if let Some(t) = old.get("lastTransitionTime") {
+                    cond["lastTransitionTime"] = t.clone();
+                }
+            }
+            *old = cond;
+        }
+        None => conds.push(cond),
+    }
 }
 
 /// POST `pods/<name>/eviction`: deletes the pod (PodDisruptionBudgets are checked by the
@@ -218,4 +255,37 @@ pub async fn eviction(
         StatusCode::CREATED,
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binding_sets_pod_scheduled_like_update_pod_condition() {
+        let mut fresh = json!({"metadata": {"name": "p", "generation": 1}, "spec": {}});
+        set_scheduled(&mut fresh);
+        let c = &fresh["status"]["conditions"][0];
+        assert_eq!((c["type"].as_str(), c["status"].as_str()), (Some("PodScheduled"), Some("True")));
+        assert_eq!(c["observedGeneration"], json!(1));
+        assert!(c["lastProbeTime"].is_null() && c["lastTransitionTime"].is_string());
+
+        // A pod that was Unschedulable: reason and message go, the transition time moves.
+        let mut pending = json!({"metadata": {"name": "p"}, "status": {"conditions": [
+            {"type": "Ready", "status": "False"},
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes",
+             "lastTransitionTime": "2020-01-01T00:00:00Z"}]}});
+        set_scheduled(&mut pending);
+        let conds = pending["status"]["conditions"].as_array().expect("conditions");
+        assert_eq!(conds.len(), 2);
+        assert_eq!(conds[1]["status"], "True");
+        assert!(conds[1].get("reason").is_none() && conds[1].get("message").is_none());
+        assert_ne!(conds[1]["lastTransitionTime"], "2020-01-01T00:00:00Z");
+
+        // Already True: the transition time stays.
+        let mut done = json!({"metadata": {"name": "p"}, "status": {"conditions": [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2020-01-01T00:00:00Z"}]}});
+        set_scheduled(&mut done);
+        assert_eq!(done["status"]["conditions"][0]["lastTransitionTime"], "2020-01-01T00:00:00Z");
+    }
 }

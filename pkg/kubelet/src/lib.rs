@@ -38,6 +38,10 @@ pub struct Config {
     pub cluster_dns: Vec<IpAddr>,
     pub cluster_domain: String,
     pub max_pods: u32,
+    /// How many sandbox or container starts run at once (the node's parallelism). Starting
+    /// runs shims, runc and CNI plugins, which are CPU-bound: on a small node a hundred at once
+    /// take far longer in total than a few at a time, and starve the control plane.
+    pub parallel_starts: usize,
     pub kubelet_port: u16,
     pub control_plane: bool,
     /// Parent cgroup of every pod (`/k1s` → `/k1s/pod<uid>` in each hierarchy).
@@ -46,6 +50,11 @@ pub struct Config {
     pub registries: Option<registries::Registries>,
     /// TLS of the kubelet's own HTTPS server (logs, exec, attach, port-forward).
     pub server_tls: server::ServerTls,
+}
+
+/// The default `parallel_starts`: two per CPU.
+pub fn default_parallel_starts() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) * 2
 }
 
 /// What every part of the kubelet shares.
@@ -61,6 +70,8 @@ pub struct Shared {
     /// `containerd://1.6.20` as CRI reports it.
     pub runtime_version: String,
     pub pulls: images::PullCoordinator,
+    /// Permits for sandbox and container starts (`Config::parallel_starts`).
+    pub start_slots: tokio::sync::Semaphore,
     /// The port the kubelet server actually listens on.
     pub kubelet_port: std::sync::atomic::AtomicU16,
     /// All Services, for the containers' service environment variables.
@@ -111,6 +122,7 @@ pub async fn run(
         .map_err(KubeletError::RuntimeVersion)?;
     let runtime_version = format!("{}://{}", version.runtime_name, version.runtime_version);
     let host = host::gather(&config.root_dir);
+    let parallel_starts = config.parallel_starts.max(1);
     let shared = Arc::new(Shared {
         recorder: Arc::new(k1s_runtime::events::Recorder::new(client.clone(), "kubelet", Some(&config.node_name))),
         services: pods::env::services::ServiceCache::spawn(client.clone(), cancel.clone()),
@@ -122,6 +134,7 @@ pub async fn run(
         started_at: jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
         runtime_version,
         pulls: images::PullCoordinator::default(),
+        start_slots: tokio::sync::Semaphore::new(parallel_starts),
         kubelet_port: std::sync::atomic::AtomicU16::new(0),
     });
     let srv = server::serve(

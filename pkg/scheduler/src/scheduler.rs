@@ -111,22 +111,6 @@ fn gated(pod: &Pod) -> bool {
     pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty())
 }
 
-/// `PodScheduled=True` after a successful binding.
-fn scheduled_patch(pod: &Pod) -> Value {
-    let mut cond = json!({
-        "type": "PodScheduled",
-        "status": "True",
-        "reason": null,
-        "message": null,
-        "lastProbeTime": null,
-        "lastTransitionTime": now_time(),
-    });
-    if let Some(g) = pod.metadata.generation {
-        cond["observedGeneration"] = json!(g);
-    }
-    json!({"status": {"conditions": [cond]}})
-}
-
 /// `PodScheduled=False` with `reason`/`message` and the nomination change; None when the pod
 /// already shows exactly that.
 fn unschedulable_patch(pod: &Pod, reason: &str, message: &str, nomination: &Nomination) -> Option<Value> {
@@ -443,8 +427,9 @@ impl<A: SchedulerApi> Scheduler<A> {
                     st.queue.done(&pod.uid);
                     st.cache.finish_binding(&pod.uid);
                 }
+                // The binding itself set PodScheduled=True (as upstream's binding storage does).
                 let msg = format!("Successfully assigned {}/{} to {node}", r.namespace, r.name);
-                Some((Some(scheduled_patch(&pod.pod)), EventType::Normal, "Scheduled", msg))
+                Some((None, EventType::Normal, "Scheduled", msg))
             }
             Err(e) => {
                 tracing::warn!(error = %e, "binding failed; retrying after back-off");
@@ -654,9 +639,10 @@ mod tests {
         s.on_pod(Event::Apply(pod("p").cpu("1").build()));
         let calls = schedule(&s).await;
         assert_eq!(calls[0], Call::Bind("p".into(), "n1".into()));
-        assert_eq!(condition(&calls[1]), Some(("p".into(), "True".into(), None, None)));
+        // The binding sets PodScheduled=True; the scheduler only reports the event.
+        assert_eq!(calls.len(), 2, "{calls:?}");
         assert_eq!(
-            calls[2],
+            calls[1],
             Call::Event(
                 "p".into(),
                 EventType::Normal,

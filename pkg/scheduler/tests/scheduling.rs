@@ -234,6 +234,12 @@ async fn resource_fit_picks_the_node_with_room() {
     c.create_node(node("large", "4", "8Gi", 110)).await;
     c.create_pod(pod("needs-two", "2")).await;
     assert_eq!(c.bound_node("needs-two").await, "large");
+    // The binding writes nodeName and PodScheduled=True together (one update, as upstream).
+    let bound = c.pod("needs-two").await;
+    let cond = scheduled_condition(&bound).expect("PodScheduled with the binding");
+    assert_eq!((cond.status.as_str(), cond.reason.as_deref()), ("True", None));
+    assert!(cond.last_transition_time.is_some());
+    assert!(bound.metadata.managed_fields.iter().flatten().all(|m| m.manager.as_deref() != Some("default-scheduler")));
     c.scheduled_true("needs-two").await;
     let ev = c.wait_event("needs-two", "Scheduled").await;
     assert_eq!(ev.message.as_deref(), Some("Successfully assigned default/needs-two to large"));

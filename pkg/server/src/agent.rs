@@ -93,6 +93,7 @@ pub async fn start(
         cluster_dns: vec![config.cluster_dns],
         cluster_domain: config.cluster_domain.clone(),
         max_pods: 110,
+        parallel_starts: k1s_kubelet::default_parallel_starts(),
         kubelet_port: config.kubelet_port,
         control_plane: true,
         cgroup_root: "/k1s".into(),

@@ -359,6 +359,7 @@ mod tests {
             cluster_dns: vec!["10.43.0.10".parse().expect("ip")],
             cluster_domain: "cluster.local".into(),
             max_pods: 110,
+            parallel_starts: 4,
             kubelet_port: 10250,
             control_plane: true,
             cgroup_root: "/k1s".into(),

@@ -393,6 +393,7 @@ impl Worker {
         }
         let cfg = spec::sandbox_config(&self.shared.config, pod, attempt, &self.host_resolv);
         let _ = std::fs::create_dir_all(&cfg.log_directory);
+        let _slot = self.shared.start_slots.acquire().await;
         match rt.run_pod_sandbox(cri::RunPodSandboxRequest { config: Some(cfg), runtime_handler: String::new() }).await
         {
             Ok(r) => {
@@ -613,6 +614,7 @@ impl Worker {
         );
         let sandbox_config = spec::sandbox_config(&self.shared.config, pod, sb.attempt, &self.host_resolv);
         let rt = self.shared.runtime.clone();
+        let slot = self.shared.start_slots.acquire().await;
         let created = rt
             .create_container(cri::CreateContainerRequest {
                 pod_sandbox_id: sb.id.clone(),
@@ -630,7 +632,9 @@ impl Worker {
             }
         };
         self.shared.event(&container_ref(pod, &c.name), Normal, "Created", &format!("Created container: {}", c.name));
-        if let Err(e) = rt.start_container(cri::StartContainerRequest { container_id: id.clone() }).await {
+        let started = rt.start_container(cri::StartContainerRequest { container_id: id.clone() }).await;
+        drop(slot);
+        if let Err(e) = started {
             let msg = e.to_string();
             self.shared.event(&container_ref(pod, &c.name), Warning, "Failed", &format!("Error: {msg}"));
             self.waiting.insert(c.name.clone(), ("RunContainerError".into(), msg));
