@@ -5,10 +5,28 @@ use crate::admission::{Attributes, Operation, ValidatingPlugin};
 use crate::error::ApiError;
 use futures::future::BoxFuture;
 use k1s_store::Store;
-use serde_json::Value;
 
 pub struct NamespaceLifecycle {
     pub store: Store,
+}
+
+#[derive(Default, serde::Deserialize)]
+struct NamespaceState {
+    #[serde(default)]
+    metadata: NamespaceMeta,
+    #[serde(default)]
+    status: NamespaceStatus,
+}
+
+#[derive(Default, serde::Deserialize)]
+struct NamespaceMeta {
+    #[serde(rename = "deletionTimestamp")]
+    deletion_timestamp: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Default, serde::Deserialize)]
+struct NamespaceStatus {
+    phase: Option<String>,
 }
 
 impl ValidatingPlugin for NamespaceLifecycle {
@@ -27,9 +45,10 @@ impl ValidatingPlugin for NamespaceLifecycle {
             let Some(kv) = kv else {
                 return Err(ApiError::not_found("", "namespaces", ns));
             };
-            let obj: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
-            let terminating = obj.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating")
-                || obj.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
+            // Only the two fields that matter are decoded (this runs on every namespaced create).
+            let state: NamespaceState = serde_json::from_slice(&kv.value).unwrap_or_default();
+            let terminating =
+                state.status.phase.as_deref() == Some("Terminating") || state.metadata.deletion_timestamp.is_some();
             // Events about the namespace's teardown are still welcome.
             if terminating && attrs.resource.resource != "events" {
                 let mut e = ApiError::forbidden_message(

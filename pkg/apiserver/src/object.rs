@@ -65,12 +65,26 @@ pub fn timestamp_after(seconds: i64) -> String {
 
 /// The bytes kept in the store: the object without `resourceVersion` (which is the revision).
 pub fn to_storage(obj: &Value) -> Bytes {
-    let mut o = obj.clone();
-    if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove("resourceVersion");
-        m.remove("selfLink");
+    let Some(Value::Object(md)) = obj.get("metadata") else {
+        return Bytes::from(serde_json::to_vec(obj).unwrap_or_default());
+    };
+    if !md.contains_key("resourceVersion") && !md.contains_key("selfLink") {
+        return Bytes::from(serde_json::to_vec(obj).unwrap_or_default());
     }
-    Bytes::from(serde_json::to_vec(&o).unwrap_or_default())
+    // Without cloning the object: the top level borrowed, metadata without the two fields.
+    let md: serde_json::Map<String, Value> = md
+        .iter()
+        .filter(|(k, _)| *k != "resourceVersion" && *k != "selfLink")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let top: indexmap::IndexMap<&str, &Value> = match obj.as_object() {
+        Some(o) => o.iter().map(|(k, v)| (k.as_str(), v)).collect(),
+        None => indexmap::IndexMap::new(),
+    };
+    let md = Value::Object(md);
+    let top: indexmap::IndexMap<&str, &Value> =
+        top.into_iter().map(|(k, v)| if k == "metadata" { (k, &md) } else { (k, v) }).collect();
+    Bytes::from(serde_json::to_vec(&top).unwrap_or_default())
 }
 
 /// Decodes stored bytes and stamps the revision as `resourceVersion`.
@@ -78,6 +92,22 @@ pub fn from_storage(value: &[u8], mod_revision: u64) -> Option<Value> {
     let mut v: Value = serde_json::from_slice(value).ok()?;
     set_resource_version(&mut v, mod_revision);
     Some(v)
+}
+
+/// Stored bytes as JSON with `metadata.resourceVersion` stamped, decoding only the top level
+/// and `metadata` (the rest is copied as raw JSON): what watch events send most of the time.
+pub fn storage_json_with_rv(value: &[u8], mod_revision: u64) -> Option<Vec<u8>> {
+    use serde_json::value::RawValue;
+    let rv = RawValue::from_string(format!("\"{mod_revision}\"")).ok()?;
+    let mut top: indexmap::IndexMap<String, &RawValue> = serde_json::from_slice(value).ok()?;
+    let mut md: indexmap::IndexMap<String, &RawValue> = match top.get("metadata") {
+        Some(m) => serde_json::from_str(m.get()).ok()?,
+        None => indexmap::IndexMap::new(),
+    };
+    md.insert("resourceVersion".into(), &rv);
+    let metadata = serde_json::value::to_raw_value(&md).ok()?;
+    top.insert("metadata".into(), &metadata);
+    serde_json::to_vec(&top).ok()
 }
 
 /// Generated names: `generateName` + 5 characters from upstream's alphabet.
@@ -114,4 +144,37 @@ pub fn field_string(obj: &Value, path: &str) -> Option<String> {
         Value::Null => String::new(),
         other => other.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn storage_round_trip_and_raw_stamping_agree() {
+        let obj = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "namespace": "d", "resourceVersion": "7", "selfLink": "/x",
+                         "labels": {"k": "v\"q"}},
+            "data": {"x": "ü\n", "metadata": {"name": "not this one"}},
+        });
+        let stored = to_storage(&obj);
+        let plain: Value = serde_json::from_slice(&stored).expect("json");
+        assert!(plain["metadata"].get("resourceVersion").is_none() && plain["metadata"].get("selfLink").is_none());
+        assert_eq!(plain["data"], obj["data"]);
+        let decoded = from_storage(&stored, 42).expect("decode");
+        let raw = storage_json_with_rv(&stored, 42).expect("raw");
+        let raw: Value = serde_json::from_slice(&raw).expect("raw json");
+        assert_eq!(raw, decoded);
+        assert_eq!(raw["metadata"]["resourceVersion"], "42");
+        assert_eq!(raw["data"]["metadata"], json!({"name": "not this one"}));
+        // Key order is kept: apiVersion, kind, metadata, data.
+        let keys: Vec<&String> = raw.as_object().expect("object").keys().collect();
+        assert_eq!(keys, ["apiVersion", "kind", "metadata", "data"]);
+        // An object stored without metadata still gets one.
+        let bare = storage_json_with_rv(br#"{"kind":"X"}"#, 3).expect("bare");
+        assert_eq!(serde_json::from_slice::<Value>(&bare).expect("json")["metadata"]["resourceVersion"], "3");
+        assert!(storage_json_with_rv(b"not json", 1).is_none());
+    }
 }

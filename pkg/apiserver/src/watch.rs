@@ -56,6 +56,18 @@ impl Encoder {
         Bytes::from(line)
     }
 
+    /// A frame for a stored object, without decoding more of it than its metadata.
+    fn raw_frame(&self, kind: &str, stored: &[u8], revision: u64) -> Option<Bytes> {
+        let obj = object::storage_json_with_rv(stored, revision)?;
+        let mut line = Vec::with_capacity(obj.len() + kind.len() + 24);
+        line.extend_from_slice(b"{\"type\":\"");
+        line.extend_from_slice(kind.as_bytes());
+        line.extend_from_slice(b"\",\"object\":");
+        line.extend_from_slice(&obj);
+        line.extend_from_slice(b"}\n");
+        Some(Bytes::from(line))
+    }
+
     fn bookmark(&mut self, rv: u64, initial_end: bool) -> Bytes {
         let mut md = json!({"resourceVersion": rv.to_string()});
         if initial_end {
@@ -200,10 +212,26 @@ async fn run(
                     }
                     Err(e) => return Err(WatchEnd::Api(crate::error::from_store(e, info, ""))),
                 };
-                // Objects of another kind that share the prefix (never for well-formed keys).
+                if !filtering && enc.table.is_none() {
+                    // Most watches: no selector, plain objects. Only the top level and metadata
+                    // are decoded to stamp the resourceVersion.
+                    let kind = match ev.kind {
+                        EventKind::Create => "ADDED",
+                        EventKind::Update => "MODIFIED",
+                        EventKind::Delete => "DELETED",
+                    };
+                    if let Some(frame) = enc.raw_frame(kind, &ev.kv.value, ev.revision) {
+                        send(frame).await?;
+                    }
+                    continue;
+                }
                 let cur = object::from_storage(&ev.kv.value, ev.revision);
-                let prev = ev.prev.as_ref().and_then(|p| object::from_storage(&p.value, ev.revision));
-                let m = |o: &Option<Value>| o.as_ref().is_some_and(|o| !filtering || registry::matches(info, &params.list, o));
+                // The previous state matters only for selector transitions.
+                let prev = match ev.kind {
+                    EventKind::Update if filtering => ev.prev.as_ref().and_then(|p| object::from_storage(&p.value, ev.revision)),
+                    _ => None,
+                };
+                let m = |o: &Option<Value>| !filtering || o.as_ref().is_some_and(|o| registry::matches(info, &params.list, o));
                 let out = match ev.kind {
                     EventKind::Create => m(&cur).then_some(("ADDED", cur)),
                     EventKind::Update => match (m(&prev), m(&cur)) {
