@@ -99,8 +99,15 @@ impl ClusterCidr {
 }
 
 /// Renders the conflist for `cluster_cidr` on bridge `bridge_name`; `mtu` sets the bridge and
-/// veth MTU (the plugin's default, the host's, when `None`).
-pub fn render_conflist(cluster_cidr: &str, bridge_name: &str, mtu: Option<u32>) -> Result<String, CniError> {
+/// veth MTU (the plugin's default, the host's, when `None`). `ip_masq` lets the bridge plugin
+/// masquerade pod traffic leaving the pod network, with iptables rules per pod; k1s's proxy
+/// does that with one nftables rule instead, so it is off while the proxy runs.
+pub fn render_conflist(
+    cluster_cidr: &str,
+    bridge_name: &str,
+    mtu: Option<u32>,
+    ip_masq: bool,
+) -> Result<String, CniError> {
     let cidr = ClusterCidr::parse(cluster_cidr)?;
     if bridge_name.is_empty() || bridge_name.len() > 15 || bridge_name.contains(['/', ' ', '\t', '\n', '\0']) {
         return Err(CniError::InvalidBridgeName { name: bridge_name.to_string() });
@@ -109,7 +116,7 @@ pub fn render_conflist(cluster_cidr: &str, bridge_name: &str, mtu: Option<u32>) 
         "type": "bridge",
         "bridge": bridge_name,
         "isGateway": true,
-        "ipMasq": true,
+        "ipMasq": ip_masq,
         "hairpinMode": true,
     });
     if let (Some(mtu), Some(obj)) = (mtu, bridge.as_object_mut()) {
@@ -146,8 +153,9 @@ pub fn write_conflist(
     cluster_cidr: &str,
     bridge_name: &str,
     mtu: Option<u32>,
+    ip_masq: bool,
 ) -> Result<PathBuf, CniError> {
-    let text = render_conflist(cluster_cidr, bridge_name, mtu)?;
+    let text = render_conflist(cluster_cidr, bridge_name, mtu, ip_masq)?;
     let path = dir.join(CONFLIST_FILE);
     crate::containerd::write_atomic(&path, text.as_bytes(), 0o644)
         .map_err(|source| CniError::Write { path: path.clone(), source })?;
@@ -198,13 +206,21 @@ mod tests {
 
     #[test]
     fn conflist_has_bridge_with_host_local_then_portmap() {
-        let text = render_conflist("10.42.0.0/16", "cni0", Some(1450)).expect("render");
+        let text = render_conflist("10.42.0.0/16", "cni0", Some(1450), true).expect("render");
         assert_eq!(text, EXPECTED);
     }
 
     #[test]
+    fn ip_masq_can_be_left_to_the_proxy() {
+        let text = render_conflist("10.42.0.0/16", "cni0", None, false).expect("render");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(v["plugins"][0]["ipMasq"], serde_json::json!(false));
+        assert_eq!(v["plugins"][0]["isGateway"], serde_json::json!(true));
+    }
+
+    #[test]
     fn conflist_has_no_loopback_plugin() {
-        let text = render_conflist("10.42.0.0/16", "cni0", None).expect("render");
+        let text = render_conflist("10.42.0.0/16", "cni0", None, true).expect("render");
         let value: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
         let types: Vec<&str> =
             value["plugins"].as_array().expect("plugins").iter().filter_map(|p| p["type"].as_str()).collect();
@@ -221,7 +237,7 @@ mod tests {
 
     #[test]
     fn ipv6_cidr_gets_a_v6_gateway_and_default_route() {
-        let text = render_conflist("fd00:42::/56", "cni0", None).expect("render");
+        let text = render_conflist("fd00:42::/56", "cni0", None, true).expect("render");
         let value: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
         let ipam = &value["plugins"][0]["ipam"];
         assert_eq!(ipam["ranges"][0][0]["subnet"], "fd00:42::/56");
@@ -241,7 +257,7 @@ mod tests {
     fn invalid_bridge_names_are_rejected() {
         for bad in ["", "a-very-long-bridge-name", "a/b", "a b"] {
             assert!(
-                matches!(render_conflist("10.42.0.0/16", bad, None), Err(CniError::InvalidBridgeName { .. })),
+                matches!(render_conflist("10.42.0.0/16", bad, None, true), Err(CniError::InvalidBridgeName { .. })),
                 "{bad:?}"
             );
         }
@@ -251,7 +267,7 @@ mod tests {
     fn write_conflist_writes_the_k1s_file_atomically() {
         let dir = tempfile::tempdir().expect("tempdir");
         let conf_dir = dir.path().join("net.d");
-        let path = write_conflist(&conf_dir, "10.42.0.0/16", "cni0", Some(1450)).expect("write");
+        let path = write_conflist(&conf_dir, "10.42.0.0/16", "cni0", Some(1450), true).expect("write");
         assert_eq!(path, conf_dir.join("10-k1s.conflist"));
         assert_eq!(std::fs::read_to_string(&path).expect("read"), EXPECTED);
         let names: Vec<String> = std::fs::read_dir(&conf_dir)

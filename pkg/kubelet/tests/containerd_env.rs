@@ -134,7 +134,7 @@ async fn scenario(dir: &Path, started: &mut Started) -> Result<(), String> {
     // 2. Config, CNI conflist, registry hosts, rendered by this crate.
     let facts = HostFacts::detect().map_err(|e| format!("host facts: {e}"))?;
     let cfg = ContainerdConfig::new(&dir.join("data"), &dir.join("run"), format!("{REGISTRY}/pause:3.10"), facts);
-    k1s_kubelet::cni::write_conflist(&cfg.cni_conf_dir, "10.42.0.0/16", "cni0", None)
+    k1s_kubelet::cni::write_conflist(&cfg.cni_conf_dir, "10.42.0.0/16", "cni0", None, true)
         .map_err(|e| format!("conflist: {e}"))?;
     let mut registries =
         Registries::parse("mirrors:\n  k1s-mirror.invalid:\n    endpoint: [\"http://127.0.0.1:5000\"]\n")

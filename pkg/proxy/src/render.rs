@@ -107,7 +107,11 @@ fn base(r: &mut Ruleset, node: &NodeInfo) {
     let hook = |t: &str, h: &str, p: i32| format!("type {t} hook {h} priority {p}; policy accept;");
     r.base_chain("nat-prerouting", &hook("nat", "prerouting", -100)).rules.push(format!("jump {SERVICES}"));
     r.base_chain("nat-output", &hook("nat", "output", -100)).rules.push(format!("jump {SERVICES}"));
-    r.base_chain("nat-postrouting", &hook("nat", "postrouting", 100)).rules.push(format!("jump {MASQUERADING}"));
+    let post = r.base_chain("nat-postrouting", &hook("nat", "postrouting", 100));
+    post.rules.push(format!("jump {MASQUERADING}"));
+    // Pod traffic leaving the pod network goes out with the node's address (what the bridge
+    // plugin's ipMasq did with an iptables chain per pod; multicast stays as it is).
+    post.rules.push(format!("ip saddr {c} ip daddr != {c} ip daddr != 224.0.0.0/4 masquerade", c = node.cluster_cidr));
     for h in ["prerouting", "output"] {
         r.base_chain(&format!("filter-{h}"), &hook("filter", h, -110))
             .rules

@@ -126,7 +126,8 @@ fn service_traffic_is_routed_refused_and_policed_by_the_rendered_rules() {
     assert!(status.success(), "the scenario inside the node namespace failed (see its output above)");
 }
 
-/// Helper processes: `serve ADDR BODY` answers every connection with BODY; `connect ADDR` prints
+/// Helper processes: `serve ADDR BODY` answers every connection with BODY, `serve-peer ADDR`
+/// with `from <client address>`; `connect ADDR` prints
 /// `RESULT: ` and `ok BODY`, `refused`, `unreachable`, `timeout` or `error …`, then the elapsed
 /// milliseconds.
 #[test]
@@ -141,6 +142,15 @@ fn helper() {
             for s in l.incoming().flatten() {
                 let mut s = s;
                 let _ = std::io::Write::write_all(&mut s, format!("{body}\n").as_bytes());
+            }
+        }
+        ["serve-peer", addr] => {
+            let l = TcpListener::bind(addr).expect("bind");
+            println!("listening");
+            for s in l.incoming().flatten() {
+                let mut s = s;
+                let peer = s.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
+                let _ = std::io::Write::write_all(&mut s, format!("from {peer}\n").as_bytes());
             }
         }
         ["connect", addr] => println!("\nRESULT: {}", connect(addr.parse().expect("addr"))),
@@ -196,10 +206,12 @@ impl Drop for Server {
 }
 
 fn serve_in(ns: &str, addr: &str, body: &str) -> Server {
-    let mut child = self_in_netns(ns, "helper", (HELPER_ENV, &format!("serve {addr} {body}")))
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("server");
+    spawn_helper_server(ns, &format!("serve {addr} {body}"))
+}
+
+/// Starts a `serve*` helper in `ns` and waits until it listens.
+fn spawn_helper_server(ns: &str, cmd: &str) -> Server {
+    let mut child = self_in_netns(ns, "helper", (HELPER_ENV, cmd)).stdout(Stdio::piped()).spawn().expect("server");
     let mut line = String::new();
     let mut out = BufReader::new(child.stdout.take().expect("stdout"));
     while !line.contains("listening") {
@@ -207,6 +219,10 @@ fn serve_in(ns: &str, addr: &str, body: &str) -> Server {
         assert!(out.read_line(&mut line).expect("read") > 0, "server exited before listening");
     }
     Server(child)
+}
+
+fn serve_peer_in(ns: &str, addr: &str) -> Server {
+    spawn_helper_server(ns, &format!("serve-peer {addr}"))
 }
 
 fn meta(ns: &str, name: &str) -> ObjectMeta {
@@ -363,6 +379,12 @@ fn node_scenario() {
         "ok server-a",
     );
     check("outside -> NodePort", connect_from(outside_ns, &format!("{NODE_IP}:{NODE_PORT}")), "ok server-a");
+    {
+        // Pod traffic leaving the pod network is masqueraded to the node's address.
+        let outside_addr = format!("{OUTSIDE_IP}:9090");
+        let _peer = serve_peer_in(outside_ns, &outside_addr);
+        check("pod -> outside (masqueraded)", connect_from(client_ns, &outside_addr), &format!("ok from {NODE_IP}"));
+    }
     let refused = connect_from(client_ns, &format!("{EMPTY_VIP}:80"));
     check("pod -> Service without endpoints", refused.clone(), "refused");
     assert!(refused.1 < 1000, "refused at once, not after a timeout: {} ms", refused.1);

@@ -51,7 +51,9 @@ pub async fn start(
             let facts = HostFacts::detect().map_err(AgentError::from)?;
             let mut cc = ContainerdConfig::new(&config.data_dir, &config.run_dir, config.pause_image.clone(), facts);
             cc.registry_auths = registries.containerd_auths();
-            k1s_kubelet::cni::write_conflist(&cc.cni_conf_dir, &config.cluster_cidr, "cni0", None)
+            // With the (IPv4) proxy running, pod egress is masqueraded by one rule in its table.
+            let ip_masq = crate::disabled(config, "proxy") || config.cluster_cidr.contains(':');
+            k1s_kubelet::cni::write_conflist(&cc.cni_conf_dir, &config.cluster_cidr, "cni0", None, ip_masq)
                 .map_err(AgentError::from)?;
             registries.write_hosts_dir(&cc.registry_config_dir).map_err(AgentError::from)?;
             cc.write().map_err(AgentError::from)?;
