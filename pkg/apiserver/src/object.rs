@@ -77,13 +77,13 @@ pub fn to_storage(obj: &Value) -> Bytes {
         .filter(|(k, _)| *k != "resourceVersion" && *k != "selfLink")
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let top: indexmap::IndexMap<&str, &Value> = match obj.as_object() {
-        Some(o) => o.iter().map(|(k, v)| (k.as_str(), v)).collect(),
-        None => indexmap::IndexMap::new(),
-    };
     let md = Value::Object(md);
-    let top: indexmap::IndexMap<&str, &Value> =
-        top.into_iter().map(|(k, v)| if k == "metadata" { (k, &md) } else { (k, v) }).collect();
+    let top: indexmap::IndexMap<&str, &Value> = obj
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.as_str(), if k == "metadata" { &md } else { v }))
+        .collect();
     Bytes::from(serde_json::to_vec(&top).unwrap_or_default())
 }
 

@@ -359,6 +359,27 @@ impl FieldSet {
         self.0.iter()
     }
 
+    /// Moves every path of `other` into this set.
+    pub(crate) fn absorb(&mut self, mut other: FieldSet) {
+        if self.0.is_empty() {
+            self.0 = other.0;
+        } else {
+            self.0.append(&mut other.0);
+        }
+    }
+
+    /// In place: removes every path that equals, or lies under, a path of `other`.
+    pub(crate) fn remove_under(&mut self, other: &FieldSet) {
+        if !other.is_empty() {
+            self.0.retain(|p| !(1..=p.len()).any(|n| other.0.contains(&p[..n])));
+        }
+    }
+
+    /// Removes one path.
+    pub(crate) fn remove(&mut self, path: &[PathElement]) {
+        self.0.remove(path);
+    }
+
     pub(crate) fn union(&self, other: &FieldSet) -> FieldSet {
         FieldSet(self.0.union(&other.0).cloned().collect())
     }

@@ -202,25 +202,38 @@ fn strip_set() -> FieldSet {
     set.insert(vec![PathElement::field("apiVersion")]);
     set.insert(vec![PathElement::field("kind")]);
     set.insert(vec![PathElement::field("metadata")]);
-    for f in [
-        "name",
-        "namespace",
-        "creationTimestamp",
-        "selfLink",
-        "uid",
-        "clusterName",
-        "generation",
-        "managedFields",
-        "resourceVersion",
-    ] {
+    for f in STRIPPED_METADATA {
         set.insert(vec![PathElement::field("metadata"), PathElement::field(f)]);
     }
     set
 }
 
+/// The metadata fields no manager owns.
+const STRIPPED_METADATA: [&str; 9] = [
+    "name",
+    "namespace",
+    "creationTimestamp",
+    "selfLink",
+    "uid",
+    "clusterName",
+    "generation",
+    "managedFields",
+    "resourceVersion",
+];
+
 /// Removes the never-tracked fields from a set.
 pub(crate) fn strip_meta(set: &FieldSet) -> FieldSet {
     set.difference(&strip_set())
+}
+
+/// `strip_meta` in place, without building the set of never-tracked fields.
+pub(crate) fn strip_meta_in_place(set: &mut FieldSet) {
+    for top in ["apiVersion", "kind", "metadata"] {
+        set.remove(&[PathElement::field(top)]);
+    }
+    for f in STRIPPED_METADATA {
+        set.remove(&[PathElement::field("metadata"), PathElement::field(f)]);
+    }
 }
 
 /// Upstream keeps at most this many update managers; older ones are merged into `ancient-changes`.
@@ -310,6 +323,29 @@ mod tests {
         assert!(is_reset(&json!({"metadata": {"managedFields": []}})));
         assert!(is_reset(&json!({"metadata": {"managedFields": [{}]}})));
         assert!(!is_reset(&json!({"metadata": {}})));
+    }
+
+    #[test]
+    fn strip_meta_in_place_matches_strip_meta() {
+        let mut set = FieldSet::new();
+        for p in [
+            vec!["metadata"],
+            vec!["metadata", "name"],
+            vec!["metadata", "uid"],
+            vec!["metadata", "managedFields"],
+            vec!["metadata", "labels"],
+            vec!["metadata", "labels", "a"],
+            vec!["kind"],
+            vec!["apiVersion"],
+            vec!["data"],
+            vec!["data", "kind"],
+        ] {
+            set.insert(p.into_iter().map(PathElement::field).collect());
+        }
+        let expected = strip_meta(&set);
+        strip_meta_in_place(&mut set);
+        assert_eq!(set, expected);
+        assert_eq!(set.len(), 4);
     }
 
     #[test]

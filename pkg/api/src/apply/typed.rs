@@ -20,12 +20,11 @@ pub(crate) struct Comparison {
 
 impl Comparison {
     /// Drops the given fields (and everything under them) from all three sets.
-    pub(crate) fn exclude(self, fields: &FieldSet) -> Comparison {
-        Comparison {
-            added: self.added.recursive_difference(fields),
-            modified: self.modified.recursive_difference(fields),
-            removed: self.removed.recursive_difference(fields),
-        }
+    pub(crate) fn exclude(mut self, fields: &FieldSet) -> Comparison {
+        self.added.remove_under(fields);
+        self.modified.remove_under(fields);
+        self.removed.remove_under(fields);
+        self
     }
 }
 

@@ -3,7 +3,7 @@
 //! merge, pruning of fields the applier dropped, conflict detection against other managers.
 
 use super::fieldpath::FieldSet;
-use super::managed::{strip_meta, Entry, ManagerId, Managers};
+use super::managed::{strip_meta, strip_meta_in_place, Entry, ManagerId, Managers};
 use super::typed::{Comparison, Typed};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -54,15 +54,18 @@ impl Updater<'_> {
     ) -> Result<Comparison, ConflictSets> {
         let (old, new) = (self.typed.with_zero_structs(old), self.typed.with_zero_structs(new));
         let cmp = self.typed.compare(&old, &new).exclude(&self.ignored);
-        let changed = cmp.modified.union(&cmp.added);
         let mut conflicts = ConflictSets::new();
-        for (id, e) in managers.iter() {
-            if Some(id) == workflow {
-                continue;
-            }
-            let c = e.set.intersection(&changed);
-            if !c.is_empty() {
-                conflicts.insert(id.clone(), (e.api_version.clone(), c));
+        // Creates (no managers yet) skip building the changed set.
+        if managers.keys().any(|id| Some(id) != workflow) {
+            let changed = cmp.modified.union(&cmp.added);
+            for (id, e) in managers.iter() {
+                if Some(id) == workflow {
+                    continue;
+                }
+                let c = e.set.intersection(&changed);
+                if !c.is_empty() {
+                    conflicts.insert(id.clone(), (e.api_version.clone(), c));
+                }
             }
         }
         if !force && !conflicts.is_empty() {
@@ -89,8 +92,10 @@ impl Updater<'_> {
         let Ok(cmp) = self.update(old, new, managers, None, true) else {
             return;
         };
-        let set = cmp.modified.union(&cmp.added).recursive_difference(&self.ignored);
-        let set = strip_meta(&set);
+        // `update` already excluded the ignored fields.
+        let mut set = cmp.added;
+        set.absorb(cmp.modified);
+        strip_meta_in_place(&mut set);
         if set.is_empty() {
             return;
         }
