@@ -289,6 +289,15 @@ impl Server {
     fn scrub(&self) {
         let dir = self.dir.path().display().to_string();
         let _ = Command::new("pkill").args(["-KILL", "-f", &dir]).status();
+        // Containers outlive their killed shims: kill what is left in this node's pod cgroups.
+        if let Ok(pods) = std::fs::read_dir(self.data_dir().join("agent/kubelet/pods")) {
+            for uid in pods.flatten() {
+                let pod = format!("k1s/pod{}", uid.file_name().to_string_lossy());
+                for root in ["/sys/fs/cgroup/pids", "/sys/fs/cgroup/memory", "/sys/fs/cgroup"] {
+                    kill_cgroup_tree(&Path::new(root).join(&pod));
+                }
+            }
+        }
         let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         let mut points: Vec<String> = mounts
             .lines()
@@ -299,6 +308,20 @@ impl Server {
         for p in points {
             let _ = Command::new("umount").args(["-l", &p]).status();
         }
+    }
+}
+
+/// SIGKILLs every process in the cgroup `dir` and its children.
+fn kill_cgroup_tree(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        if e.path().is_dir() {
+            kill_cgroup_tree(&e.path());
+        }
+    }
+    let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+    for pid in procs.split_whitespace() {
+        let _ = Command::new("kill").args(["-KILL", pid]).status();
     }
 }
 
