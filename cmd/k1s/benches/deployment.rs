@@ -160,10 +160,10 @@ fn main() {
         let cri_rt = Arc::new(
             k1s_cri::RemoteRuntime::connect(&format!("unix://{}", s.containerd_socket().display())).await.expect("cri"),
         );
-        let par: usize = std::env::var("K1S_BENCH_PAR").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
-            // The kubelet's default (`k1s_kubelet::default_parallel_starts`).
-            std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1) * 2
-        });
+        let par: usize = std::env::var("K1S_BENCH_PAR")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(k1s_kubelet::default_parallel_starts);
         let bare = bare_cri(cri_rt, n, par).await;
         if std::env::var("K1S_BENCH_BARE_ONLY").is_ok() {
             println!("bare CRI, {n} pods, parallelism {par}: {:.2} s", bare.as_secs_f64());

@@ -196,18 +196,6 @@ pub(crate) fn clear(obj: &mut Value) {
     }
 }
 
-/// Fields no manager ever owns (upstream's `stripMetaManager`).
-fn strip_set() -> FieldSet {
-    let mut set = FieldSet::new();
-    set.insert(vec![PathElement::field("apiVersion")]);
-    set.insert(vec![PathElement::field("kind")]);
-    set.insert(vec![PathElement::field("metadata")]);
-    for f in STRIPPED_METADATA {
-        set.insert(vec![PathElement::field("metadata"), PathElement::field(f)]);
-    }
-    set
-}
-
 /// The metadata fields no manager owns.
 const STRIPPED_METADATA: [&str; 9] = [
     "name",
@@ -221,13 +209,8 @@ const STRIPPED_METADATA: [&str; 9] = [
     "resourceVersion",
 ];
 
-/// Removes the never-tracked fields from a set.
-pub(crate) fn strip_meta(set: &FieldSet) -> FieldSet {
-    set.difference(&strip_set())
-}
-
-/// `strip_meta` in place, without building the set of never-tracked fields.
-pub(crate) fn strip_meta_in_place(set: &mut FieldSet) {
+/// Removes the fields no manager ever owns (upstream's `stripMetaManager`) from a set.
+pub(crate) fn strip_meta(set: &mut FieldSet) {
     for top in ["apiVersion", "kind", "metadata"] {
         set.remove(&[PathElement::field(top)]);
     }
@@ -326,24 +309,28 @@ mod tests {
     }
 
     #[test]
-    fn strip_meta_in_place_matches_strip_meta() {
+    fn strip_meta_removes_only_never_owned_fields() {
+        let path = |p: &[&str]| -> Vec<PathElement> { p.iter().map(|f| PathElement::field(f)).collect() };
         let mut set = FieldSet::new();
         for p in [
-            vec!["metadata"],
-            vec!["metadata", "name"],
-            vec!["metadata", "uid"],
-            vec!["metadata", "managedFields"],
-            vec!["metadata", "labels"],
-            vec!["metadata", "labels", "a"],
-            vec!["kind"],
-            vec!["apiVersion"],
-            vec!["data"],
-            vec!["data", "kind"],
+            &["metadata"][..],
+            &["metadata", "name"],
+            &["metadata", "uid"],
+            &["metadata", "managedFields"],
+            &["metadata", "labels"],
+            &["metadata", "labels", "a"],
+            &["kind"],
+            &["apiVersion"],
+            &["data"],
+            &["data", "kind"],
         ] {
-            set.insert(p.into_iter().map(PathElement::field).collect());
+            set.insert(path(p));
         }
-        let expected = strip_meta(&set);
-        strip_meta_in_place(&mut set);
+        strip_meta(&mut set);
+        let mut expected = FieldSet::new();
+        for p in [&["metadata", "labels"][..], &["metadata", "labels", "a"], &["data"], &["data", "kind"]] {
+            expected.insert(path(p));
+        }
         assert_eq!(set, expected);
         assert_eq!(set.len(), 4);
     }
@@ -354,8 +341,8 @@ mod tests {
         set.insert(vec![PathElement::field("metadata"), PathElement::field("name")]);
         set.insert(vec![PathElement::field("metadata"), PathElement::field("labels"), PathElement::field("a")]);
         set.insert(vec![PathElement::field("kind")]);
-        let stripped = strip_meta(&set);
-        assert_eq!(stripped.len(), 1);
+        strip_meta(&mut set);
+        assert_eq!(set.len(), 1);
     }
 
     #[test]

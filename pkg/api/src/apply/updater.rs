@@ -3,7 +3,7 @@
 //! merge, pruning of fields the applier dropped, conflict detection against other managers.
 
 use super::fieldpath::FieldSet;
-use super::managed::{strip_meta, strip_meta_in_place, Entry, ManagerId, Managers};
+use super::managed::{strip_meta, Entry, ManagerId, Managers};
 use super::typed::{Comparison, Typed};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -95,7 +95,7 @@ impl Updater<'_> {
         // `update` already excluded the ignored fields.
         let mut set = cmp.added;
         set.absorb(cmp.modified);
-        strip_meta_in_place(&mut set);
+        strip_meta(&mut set);
         if set.is_empty() {
             return;
         }
@@ -128,7 +128,7 @@ impl Updater<'_> {
         let mut new = self.prune(merged, &managers, last.as_ref());
         self.update(live, &new, &mut managers, Some(id), force).map_err(Failure::Conflicts)?;
         if let Some(e) = managers.get_mut(id) {
-            e.set = strip_meta(&e.set);
+            strip_meta(&mut e.set);
             if e.set.is_empty() {
                 managers.remove(id);
             }
