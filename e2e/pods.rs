@@ -136,14 +136,23 @@ spec:
     let reason = |p: &Value| container_status(p)["state"]["waiting"]["reason"].as_str().unwrap_or("").to_string();
     wait_pod(&s, "noimage", "ErrImagePull", 60, |p| reason(p) == "ErrImagePull" || reason(p) == "ImagePullBackOff");
     wait_pod(&s, "noimage", "ImagePullBackOff", 60, |p| reason(p) == "ImagePullBackOff");
-    let table = s.ok(&["get", "pods"]);
-    assert!(table.lines().any(|l| l.starts_with("crasher") && l.contains("CrashLoopBackOff")), "{table}");
-    assert!(
-        table
-            .lines()
-            .any(|l| l.starts_with("noimage") && (l.contains("ImagePullBackOff") || l.contains("ErrImagePull"))),
-        "{table}"
-    );
+    // The crasher is Running for an instant after each back-off ends, and the table is a
+    // snapshot: look until kubectl shows both back-offs in one table.
+    let shows_backoffs = |table: &str| {
+        table.lines().any(|l| l.starts_with("crasher") && l.contains("CrashLoopBackOff"))
+            && table
+                .lines()
+                .any(|l| l.starts_with("noimage") && (l.contains("ImagePullBackOff") || l.contains("ErrImagePull")))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let table = s.ok(&["get", "pods"]);
+        if shows_backoffs(&table) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "kubectl never showed both back-offs:\n{table}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
     let events = s.ok(&["get", "events", "-o", "jsonpath={range .items[*]}{.reason}{\"\\n\"}{end}"]);
     assert!(
         events.lines().any(|l| l == "Unhealthy")
