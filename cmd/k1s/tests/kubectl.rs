@@ -197,15 +197,13 @@ fn get_prints_upstream_tables_yaml_wide_all_namespaces_and_selectors() {
     assert_eq!(paged.lines().filter(|l| l.starts_with("configmap/page-")).count(), 7, "{paged}");
 }
 
-#[test]
-fn get_watch_sees_added_modified_deleted() {
-    let s = Server::start();
-    let mut child = s
-        .kubectl_cmd(&["get", "configmaps", "-n", "default", "--watch", "--output-watch-events"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("kubectl get -w");
+/// Runs `kubectl get <args> --watch --output-watch-events`, does `act` once the watch is up,
+/// and returns the event types seen for object `name` (stops after `want` of them or 20 s).
+fn watch_events(s: &Server, args: &[&str], name: &str, want: usize, act: impl FnOnce()) -> Vec<String> {
+    let mut cmd_args = args.to_vec();
+    cmd_args.extend(["--watch", "--output-watch-events"]);
+    let mut child =
+        s.kubectl_cmd(&cmd_args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("kubectl get -w");
     let stdout = child.stdout.take().expect("stdout");
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     std::thread::spawn(move || {
@@ -216,21 +214,64 @@ fn get_watch_sees_added_modified_deleted() {
         }
     });
     std::thread::sleep(Duration::from_millis(700));
-    s.ok(&["create", "configmap", "watched", "--from-literal=a=1"]);
-    s.ok(&["patch", "configmap", "watched", "-p", r#"{"data":{"a":"2"}}"#]);
-    s.ok(&["delete", "configmap", "watched"]);
+    act();
     let mut seen = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while seen.len() < 3 && std::time::Instant::now() < deadline {
+    while seen.len() < want && std::time::Instant::now() < deadline {
         if let Ok(l) = rx.recv_timeout(Duration::from_millis(200)) {
-            if l.split_whitespace().nth(1) == Some("watched") {
+            if l.split_whitespace().nth(1) == Some(name) {
                 seen.push(l.split_whitespace().next().unwrap_or("").to_string());
             }
         }
     }
     let _ = child.kill();
     let _ = child.wait();
+    seen
+}
+
+#[test]
+fn get_watch_sees_added_modified_deleted() {
+    let s = Server::start();
+    let seen = watch_events(&s, &["get", "configmaps", "-n", "default"], "watched", 3, || {
+        s.ok(&["create", "configmap", "watched", "--from-literal=a=1"]);
+        s.ok(&["patch", "configmap", "watched", "-p", r#"{"data":{"a":"2"}}"#]);
+        s.ok(&["delete", "configmap", "watched"]);
+    });
     assert_eq!(seen, ["ADDED", "MODIFIED", "DELETED"]);
+}
+
+#[test]
+fn watch_with_selectors_sees_objects_enter_and_leave_them() {
+    let s = Server::start();
+    // Label selector: relabelling out of it is DELETED, back into it ADDED; changes outside it
+    // are not sent.
+    let seen = watch_events(&s, &["get", "configmaps", "-l", "tier=web"], "sel", 5, || {
+        s.ok(&["create", "configmap", "other", "--from-literal=a=1"]);
+        s.ok(&["create", "configmap", "sel", "--from-literal=a=1"]);
+        s.ok(&["label", "configmap", "sel", "tier=web"]);
+        s.ok(&["patch", "configmap", "sel", "-p", r#"{"data":{"a":"2"}}"#]);
+        s.ok(&["label", "configmap", "sel", "tier=db", "--overwrite"]);
+        s.ok(&["patch", "configmap", "sel", "-p", r#"{"data":{"a":"3"}}"#]);
+        s.ok(&["label", "configmap", "sel", "tier=web", "--overwrite"]);
+        s.ok(&["delete", "configmap", "sel"]);
+    });
+    assert_eq!(seen, ["ADDED", "MODIFIED", "DELETED", "ADDED", "DELETED"]);
+    // Field selector on a field outside metadata (a Secret's type).
+    let seen = watch_events(&s, &["get", "secrets", "--field-selector", "type=Opaque"], "plain", 2, || {
+        s.ok(&[
+            "create",
+            "secret",
+            "docker-registry",
+            "plain",
+            "--docker-server=r",
+            "--docker-username=u",
+            "--docker-password=p",
+        ]);
+        s.ok(&["delete", "secret", "plain"]);
+        s.ok(&["create", "secret", "generic", "plain", "--from-literal=a=1"]);
+        s.ok(&["delete", "secret", "plain"]);
+    });
+    assert_eq!(seen, ["ADDED", "DELETED"]);
 }
 
 #[test]

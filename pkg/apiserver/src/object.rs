@@ -110,6 +110,22 @@ pub fn storage_json_with_rv(value: &[u8], mod_revision: u64) -> Option<Vec<u8>> 
     serde_json::to_vec(&top).ok()
 }
 
+/// The top-level fields `keys` of stored bytes, decoded; the others are skipped unparsed. Enough
+/// to match selectors on `metadata` (and the fields a field selector names) without building the
+/// whole object.
+pub fn partial_from_storage(value: &[u8], keys: &[String]) -> Option<Value> {
+    use serde_json::value::RawValue;
+    let top: indexmap::IndexMap<String, &RawValue> = serde_json::from_slice(value).ok()?;
+    let mut out = serde_json::Map::new();
+    for (k, raw) in top {
+        if keys.contains(&k) {
+            let v = serde_json::from_str(raw.get()).ok()?;
+            out.insert(k, v);
+        }
+    }
+    Some(Value::Object(out))
+}
+
 /// Generated names: `generateName` + 5 characters from upstream's alphabet.
 pub fn generate_name(base: &str) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -176,5 +192,17 @@ mod tests {
         let bare = storage_json_with_rv(br#"{"kind":"X"}"#, 3).expect("bare");
         assert_eq!(serde_json::from_slice::<Value>(&bare).expect("json")["metadata"]["resourceVersion"], "3");
         assert!(storage_json_with_rv(b"not json", 1).is_none());
+    }
+
+    #[test]
+    fn partial_decoding_keeps_only_the_named_top_level_fields() {
+        let stored = to_storage(&json!({
+            "kind": "Pod", "metadata": {"name": "a", "labels": {"k": "v"}},
+            "spec": {"nodeName": "n1"}, "status": {"phase": "Running"},
+        }));
+        let keys = ["metadata".to_string(), "spec".to_string()];
+        let partial = partial_from_storage(&stored, &keys).expect("partial");
+        assert_eq!(partial, json!({"metadata": {"name": "a", "labels": {"k": "v"}}, "spec": {"nodeName": "n1"}}));
+        assert!(partial_from_storage(b"[1]", &keys).is_none());
     }
 }

@@ -78,6 +78,17 @@ impl Encoder {
     }
 }
 
+/// The event an update is for a watcher with selectors, from whether the object matched
+/// before and whether it matches now.
+fn transition(was: bool, is: bool) -> Option<&'static str> {
+    match (was, is) {
+        (true, true) => Some("MODIFIED"),
+        (false, true) => Some("ADDED"),
+        (true, false) => Some("DELETED"),
+        (false, false) => None,
+    }
+}
+
 fn expired(requested: u64, compacted: u64) -> Value {
     ApiError::gone(format!("too old resource version: {requested} ({compacted})")).status()
 }
@@ -195,6 +206,14 @@ async fn run(
     let mut bookmarks = tokio::time::interval(params.bookmark_interval);
     bookmarks.tick().await;
     let filtering = !params.list.label_selector.is_empty() || !params.list.field_selector.is_empty();
+    // The top-level fields the selectors read.
+    let mut selected = vec!["metadata".to_string()];
+    for r in &params.list.field_selector.requirements {
+        let top = r.key.split('.').next().unwrap_or_default().to_string();
+        if !selected.contains(&top) {
+            selected.push(top);
+        }
+    }
     loop {
         tokio::select! {
             _ = &mut deadline => return Ok(()),
@@ -212,15 +231,23 @@ async fn run(
                     }
                     Err(e) => return Err(WatchEnd::Api(crate::error::from_store(e, info, ""))),
                 };
-                if !filtering && enc.table.is_none() {
-                    // Most watches: no selector, plain objects. Only the top level and metadata
-                    // are decoded to stamp the resourceVersion.
-                    let kind = match ev.kind {
-                        EventKind::Create => "ADDED",
-                        EventKind::Update => "MODIFIED",
-                        EventKind::Delete => "DELETED",
+                if enc.table.is_none() {
+                    // Most watches: plain objects, framed from the stored bytes. Selectors are
+                    // matched on the top-level fields they read, decoded alone.
+                    let m = |stored: &[u8]| {
+                        !filtering
+                            || object::partial_from_storage(stored, &selected)
+                                .is_some_and(|o| registry::matches(info, &params.list, &o))
                     };
-                    if let Some(frame) = enc.raw_frame(kind, &ev.kv.value, ev.revision) {
+                    let kind = match ev.kind {
+                        EventKind::Create => m(&ev.kv.value).then_some("ADDED"),
+                        EventKind::Update => {
+                            let was = !filtering || ev.prev.as_ref().is_some_and(|p| m(&p.value));
+                            transition(was, m(&ev.kv.value))
+                        }
+                        EventKind::Delete => m(&ev.kv.value).then_some("DELETED"),
+                    };
+                    if let Some(frame) = kind.and_then(|k| enc.raw_frame(k, &ev.kv.value, ev.revision)) {
                         send(frame).await?;
                     }
                     continue;
@@ -232,17 +259,12 @@ async fn run(
                     _ => None,
                 };
                 let m = |o: &Option<Value>| !filtering || o.as_ref().is_some_and(|o| registry::matches(info, &params.list, o));
-                let out = match ev.kind {
-                    EventKind::Create => m(&cur).then_some(("ADDED", cur)),
-                    EventKind::Update => match (m(&prev), m(&cur)) {
-                        (true, true) => Some(("MODIFIED", cur)),
-                        (false, true) => Some(("ADDED", cur)),
-                        (true, false) => Some(("DELETED", cur)),
-                        (false, false) => None,
-                    },
-                    EventKind::Delete => m(&cur).then_some(("DELETED", cur)),
+                let kind = match ev.kind {
+                    EventKind::Create => m(&cur).then_some("ADDED"),
+                    EventKind::Update => transition(m(&prev), m(&cur)),
+                    EventKind::Delete => m(&cur).then_some("DELETED"),
                 };
-                if let Some((kind, Some(obj))) = out {
+                if let (Some(kind), Some(obj)) = (kind, cur) {
                     send(enc.frame(kind, obj)).await?;
                 }
             }
