@@ -2,6 +2,7 @@
 //! 10,000 ConfigMaps: `cargo bench -p k1s --bench api`.
 //!
 //! 32 concurrent clients, each on its own HTTP/2 connection with the admin client certificate.
+//! Knobs: `K1S_BENCH_CREATES` (default 10,000), `K1S_BENCH_BIN` (another k1s binary).
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -13,7 +14,21 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const CLIENTS: usize = 32;
-const TOTAL: usize = 10_000;
+/// Creates to send; `K1S_BENCH_CREATES` overrides it (more gives steadier numbers).
+fn total() -> usize {
+    std::env::var("K1S_BENCH_CREATES").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000)
+}
+
+/// CPU time (user + system) a process has used so far, from /proc/<pid>/stat.
+fn cpu_time(pid: &str) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<u64> = rest.split_whitespace().skip(11).take(2).filter_map(|v| v.parse().ok()).collect();
+    let ticks = f.iter().sum::<u64>();
+    // USER_HZ is 100 on Linux.
+    Duration::from_millis(ticks * 10)
+}
 
 fn tls_config(tls: &Path) -> rustls::ClientConfig {
     let read = |f: &str| std::fs::read(tls.join(f)).expect("read pem");
@@ -63,7 +78,9 @@ fn main() {
     std::fs::write(dir.path().join("config.yaml"), "").expect("config");
     let kubeconfig = dir.path().join("kubeconfig.yaml");
     let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_k1s"))
+    // `K1S_BENCH_BIN` runs another build of the server (to compare two commits).
+    let bin = std::env::var("K1S_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_k1s").to_string());
+    let mut child = Command::new(bin)
         .args(["server", "--disable-agent", "--https-listen-port=0", "--bind-address=127.0.0.1"])
         .arg(format!("--config={}", dir.path().join("config.yaml").display()))
         .arg(format!("--data-dir={}", dir.path().join("data").display()))
@@ -86,6 +103,9 @@ fn main() {
     let idle_rss = rss_kib(child.id());
     let cfg = Arc::new(tls_config(&dir.path().join("data/server/tls")));
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
+    let total = total();
+    let server_pid = child.id().to_string();
+    let cpu_before = (cpu_time(&server_pid), cpu_time("self"));
     let (elapsed, mut lat) = rt.block_on(async {
         let mut clients = Vec::new();
         for _ in 0..CLIENTS {
@@ -96,7 +116,7 @@ fn main() {
         for (c, mut send) in clients.into_iter().enumerate() {
             tasks.push(tokio::spawn(async move {
                 let mut lat = Vec::new();
-                for i in 0..TOTAL / CLIENTS {
+                for i in 0..total / CLIENTS {
                     let body = format!(
                         r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"bench-{c}-{i}","labels":{{"app":"bench"}}}},"data":{{"key":"{}"}}}}"#,
                         "v".repeat(256)
@@ -123,6 +143,7 @@ fn main() {
         }
         (start.elapsed(), all)
     });
+    let cpu_after = (cpu_time(&server_pid), cpu_time("self"));
     lat.sort();
     let p = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)];
     std::thread::sleep(Duration::from_millis(500));
@@ -135,6 +156,12 @@ fn main() {
         lat.len() as f64 / elapsed.as_secs_f64(),
         p(0.50),
         p(0.99)
+    );
+    let per = |before: Duration, after: Duration| (after - before).as_secs_f64() * 1e6 / lat.len() as f64;
+    println!(
+        "CPU per create: server {:.0} µs, bench client {:.0} µs",
+        per(cpu_before.0, cpu_after.0),
+        per(cpu_before.1, cpu_after.1)
     );
     println!("server RSS after {} ConfigMaps: {} MiB", lat.len(), rss / 1024);
     let _ = child.kill();

@@ -3,6 +3,7 @@
 //! form used in conflicts, and the FieldsV1 encoding stored in `metadata.managedFields`.
 
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Write as _};
@@ -281,10 +282,12 @@ pub(crate) fn go_json(out: &mut String, v: &Value) {
 pub(crate) struct FieldSet(BTreeSet<Path>);
 
 /// The trie form of a set: which elements are members at this level and which have children.
-#[derive(Default)]
-struct Trie<'a> {
-    member: bool,
-    children: BTreeMap<&'a PathElement, Trie<'a>>,
+/// Built over a [`FieldSet`] it borrows the elements; built directly (a create's fields,
+/// `Trie<'static>`) it owns them.
+#[derive(Default, Debug)]
+pub(crate) struct Trie<'a> {
+    pub(crate) member: bool,
+    pub(crate) children: BTreeMap<Cow<'a, PathElement>, Trie<'a>>,
 }
 
 impl<'a> Trie<'a> {
@@ -293,11 +296,59 @@ impl<'a> Trie<'a> {
         for path in &set.0 {
             let mut node = &mut root;
             for pe in path {
-                node = node.children.entry(pe).or_default();
+                node = node.children.entry(Cow::Borrowed(pe)).or_default();
             }
             node.member = true;
         }
         root
+    }
+
+    /// The node at `path` (field names), if there is one.
+    fn at_mut(&mut self, path: &[&str]) -> Option<&mut Trie<'a>> {
+        let mut node = self;
+        for f in path {
+            node = node.children.get_mut(&PathElement::field(f))?;
+        }
+        Some(node)
+    }
+
+    /// Drops the field at `path` and everything under it (`FieldSet::remove_under`).
+    pub(crate) fn remove_under(&mut self, path: &[&str]) {
+        let Some((last, parent)) = path.split_last() else { return };
+        if let Some(p) = self.at_mut(parent) {
+            p.children.remove(&PathElement::field(last));
+        }
+        self.prune(parent);
+    }
+
+    /// Makes the field at `path` no longer a member (`FieldSet::remove`), keeping what is under it.
+    pub(crate) fn unmark(&mut self, path: &[&str]) {
+        if let Some(n) = self.at_mut(path) {
+            n.member = false;
+        }
+        self.prune(path);
+    }
+
+    /// Removes the nodes along `path`, deepest first, that are neither members nor have children:
+    /// no path of the set goes through them any more.
+    fn prune(&mut self, path: &[&str]) {
+        for depth in (1..=path.len()).rev() {
+            let (parent, last) = (&path[..depth - 1], path[depth - 1]);
+            let Some(p) = self.at_mut(parent) else { continue };
+            let key = PathElement::field(last);
+            if p.children.get(&key).is_some_and(|n| !n.member && n.children.is_empty()) {
+                p.children.remove(&key);
+            }
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        !self.member && self.children.is_empty()
+    }
+
+    /// The FieldsV1 encoding of the set this trie holds.
+    pub(crate) fn fields_v1(&self) -> Value {
+        Value::Object(self.to_fields_v1(false))
     }
 
     fn to_fields_v1(&self, include_self: bool) -> Map<String, Value> {
@@ -315,14 +366,14 @@ impl<'a> Trie<'a> {
     fn iterate(&self, prefix: &mut Path, out: &mut Vec<Path>) {
         for (pe, child) in &self.children {
             if child.member {
-                prefix.push((*pe).clone());
+                prefix.push(pe.as_ref().clone());
                 out.push(prefix.clone());
                 prefix.pop();
             }
         }
         for (pe, child) in &self.children {
             if !child.children.is_empty() {
-                prefix.push((*pe).clone());
+                prefix.push(pe.as_ref().clone());
                 child.iterate(prefix, out);
                 prefix.pop();
             }
@@ -429,7 +480,7 @@ impl FieldSet {
     /// The FieldsV1 encoding: nested objects keyed by path elements, `{}` for leaves and a `"."`
     /// entry for members that also have children.
     pub(crate) fn to_fields_v1(&self) -> Value {
-        Value::Object(Trie::build(self).to_fields_v1(false))
+        Trie::build(self).fields_v1()
     }
 
     /// Decodes FieldsV1.

@@ -3,7 +3,7 @@
 //! tracked, and the cap on the number of update managers, as apimachinery's
 //! `pkg/util/managedfields/internal` does.
 
-use super::fieldpath::{FieldSet, PathElement};
+use super::fieldpath::{FieldSet, PathElement, Trie};
 use serde_json::{Map, Value};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -154,24 +154,36 @@ pub(crate) fn encode(managers: &Managers) -> Vec<Value> {
     });
     entries
         .into_iter()
-        .map(|(id, e)| {
-            let mut m = Map::new();
-            if !id.manager.is_empty() {
-                m.insert("manager".into(), Value::String(id.manager.clone()));
-            }
-            m.insert("operation".into(), Value::String(id.operation.as_str().into()));
-            m.insert("apiVersion".into(), Value::String(e.api_version.clone()));
-            if let Some(t) = &e.time {
-                m.insert("time".into(), Value::String(t.clone()));
-            }
-            m.insert("fieldsType".into(), Value::String("FieldsV1".into()));
-            m.insert("fieldsV1".into(), e.set.to_fields_v1());
-            if let Some(s) = &id.subresource {
-                m.insert("subresource".into(), Value::String(s.clone()));
-            }
-            Value::Object(m)
-        })
+        .map(|(id, e)| encode_entry(id, &e.api_version, e.time.as_deref(), e.set.to_fields_v1()))
         .collect()
+}
+
+/// One `managedFields` entry.
+fn encode_entry(id: &ManagerId, api_version: &str, time: Option<&str>, fields_v1: Value) -> Value {
+    let mut m = Map::new();
+    if !id.manager.is_empty() {
+        m.insert("manager".into(), Value::String(id.manager.clone()));
+    }
+    m.insert("operation".into(), Value::String(id.operation.as_str().into()));
+    m.insert("apiVersion".into(), Value::String(api_version.to_string()));
+    if let Some(t) = time {
+        m.insert("time".into(), Value::String(t.to_string()));
+    }
+    m.insert("fieldsType".into(), Value::String("FieldsV1".into()));
+    m.insert("fieldsV1".into(), fields_v1);
+    if let Some(s) = &id.subresource {
+        m.insert("subresource".into(), Value::String(s.clone()));
+    }
+    Value::Object(m)
+}
+
+/// Writes `obj.metadata.managedFields` for a single manager whose fields are already encoded.
+pub(crate) fn store_one(obj: &mut Value, id: &ManagerId, api_version: &str, time: &str, fields_v1: Value) {
+    let Some(root) = obj.as_object_mut() else { return };
+    let meta = root.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(meta) = meta {
+        meta.insert("managedFields".into(), Value::Array(vec![encode_entry(id, api_version, Some(time), fields_v1)]));
+    }
 }
 
 /// Writes the managers into `obj.metadata.managedFields` (removing the field when there are none).
@@ -209,7 +221,17 @@ const STRIPPED_METADATA: [&str; 9] = [
     "resourceVersion",
 ];
 
-/// Removes the fields no manager ever owns (upstream's `stripMetaManager`) from a set.
+/// Removes the fields no manager ever owns (upstream's `stripMetaManager`) from a trie.
+pub(crate) fn strip_meta_trie(trie: &mut Trie<'_>) {
+    for top in ["apiVersion", "kind", "metadata"] {
+        trie.unmark(&[top]);
+    }
+    for f in STRIPPED_METADATA {
+        trie.unmark(&["metadata", f]);
+    }
+}
+
+/// The same for a set.
 pub(crate) fn strip_meta(set: &mut FieldSet) {
     for top in ["apiVersion", "kind", "metadata"] {
         set.remove(&[PathElement::field(top)]);

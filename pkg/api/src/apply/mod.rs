@@ -396,16 +396,31 @@ pub fn track_update(
     if managers.is_empty() && untracked_existing {
         return;
     }
-    let updater = Updater {
-        typed: typed::Typed::new(schema::Types::new(lookup), schema::Ty::Schema(schema)),
-        ignored: reset_set(reset),
-        api_version: manager.api_version,
-    };
+    let typed = typed::Typed::new(schema::Types::new(lookup), schema::Ty::Schema(schema));
     let id = ManagerId::new(manager_name(manager), Operation::Update, manager.api_version, subresource(manager));
+    if old.is_none() && managers.is_empty() && record_create(&typed, new, reset, &id, manager) {
+        return;
+    }
+    let updater = Updater { typed, ignored: reset_set(reset), api_version: manager.api_version };
     let empty = Value::Object(Map::new());
     updater.record_update(old.unwrap_or(&empty), new, &mut managers, &id, manager.time);
     managed::cap_update_managers(&mut managers, MAX_UPDATE_MANAGERS);
     managed::store(new, &managers);
+}
+
+/// A create with no managers yet: the fields it sets become the manager's, with nobody to take
+/// them from, recorded without the general comparison. False when `new` is not a map of fields.
+fn record_create(typed: &typed::Typed, new: &mut Value, reset: &[&[&str]], id: &ManagerId, m: &Manager) -> bool {
+    let Some(mut fields) = typed.created_fields(new) else { return false };
+    for path in reset {
+        fields.remove_under(path);
+    }
+    fields.remove_under(&["metadata", "managedFields"]);
+    managed::strip_meta_trie(&mut fields);
+    if !fields.is_empty() {
+        managed::store_one(new, id, m.api_version, m.time, fields.fields_v1());
+    }
+    true
 }
 
 /// The fields `obj` sets, in FieldsV1 form (`{"f:spec":{"f:replicas":{}}}`).

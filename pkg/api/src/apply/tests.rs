@@ -462,3 +462,44 @@ fn creating_with_update_owns_every_set_field_with_markers_for_added_containers()
         )
     );
 }
+
+/// A create records, through its own walk, exactly what the general comparison of `{}` with
+/// the new object records, key order included.
+#[test]
+fn creates_record_what_the_general_comparison_records() {
+    let lookup = lookup();
+    let root = r("Deployment");
+    let mut dup = deployment(1, "a");
+    dup["spec"]["template"]["spec"]["containers"] = json!([{"name": "x", "image": "1"}, {"name": "x", "image": "2"}]);
+    let objects = [
+        deployment(3, "nginx:1"),
+        dup,
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "bare"}}),
+        json!({"kind": "Deployment", "metadata": {"name": "n", "finalizers": ["b", "a"], "annotations": {}},
+            "spec": null, "status": {"replicas": 2}}),
+        json!({"metadata": {"name": "n", "uid": "u", "generation": 3, "labels": {"z": "1", "a": null}},
+            "spec": {}, "unknown": {"deep": [1, {"x": 2}]}}),
+        json!({"metadata": {}, "spec": {"paused": true, "selector": {"matchLabels": {"a": "b"}},
+            "template": {"spec": {"containers": [{"name": "c", "args": ["-x", "-x"],
+                "ports": [{"containerPort": 80}, {"containerPort": 80, "protocol": "UDP"}]}],
+                "volumes": [{"name": "v", "emptyDir": {}}, {"name": "w"}]}}}}),
+        json!({"metadata": {"name": "n"}, "spec": "not a struct"}),
+        json!({"metadata": {"name": "n"}, "spec": {"template": {"spec": {"containers": [{"image": "keyless"}, 7]}}}}),
+    ];
+    let typed = typed::Typed::new(schema::Types::new(&lookup), schema::Ty::Schema(&root));
+    let id = ManagerId::new("m", Operation::Update, "apps/v1", None);
+    for obj in objects {
+        let mut fast = obj.clone();
+        assert!(record_create(&typed, &mut fast, RESET_STATUS, &id, &manager("m", Operation::Update, T1)));
+        let mut slow = obj.clone();
+        let updater = updater::Updater { typed, ignored: reset_set(RESET_STATUS), api_version: "apps/v1" };
+        let mut managers = managed::Managers::new();
+        updater.record_update(&json!({}), &slow, &mut managers, &id, T1);
+        managed::store(&mut slow, &managers);
+        assert_eq!(
+            serde_json::to_string(&fast["metadata"]["managedFields"]).expect("json"),
+            serde_json::to_string(&slow["metadata"]["managedFields"]).expect("json"),
+            "{obj}"
+        );
+    }
+}
