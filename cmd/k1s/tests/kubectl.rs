@@ -241,6 +241,58 @@ fn get_watch_sees_added_modified_deleted() {
 }
 
 #[test]
+fn watch_sees_every_one_of_concurrent_creates_once() {
+    let s = Server::start();
+    let names: Vec<String> = (0..24).map(|i| format!("burst-{i:02}")).collect();
+    let mut child = s
+        .kubectl_cmd(&["get", "configmaps", "-l", "burst=yes", "--watch", "--output-watch-events", "--no-headers"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl get -w");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(700));
+    // Creates at the same time share commits, so their events reach the watch together.
+    std::thread::scope(|scope| {
+        for chunk in names.chunks(4) {
+            let s = &s;
+            scope.spawn(move || {
+                for n in chunk {
+                    s.ok(&["create", "configmap", n]);
+                    s.ok(&["label", "configmap", n, "burst=yes"]);
+                }
+            });
+        }
+    });
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while seen.len() < names.len() && std::time::Instant::now() < deadline {
+        if let Ok(l) = rx.recv_timeout(Duration::from_millis(200)) {
+            let mut f = l.split_whitespace();
+            if let (Some("ADDED"), Some(n)) = (f.next(), f.next()) {
+                seen.push(n.to_string());
+            }
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    while let Ok(l) = rx.try_recv() {
+        seen.push(l);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    seen.sort();
+    assert_eq!(seen, names, "each labelled ConfigMap once, as ADDED, and nothing else");
+}
+
+#[test]
 fn watch_with_selectors_sees_objects_enter_and_leave_them() {
     let s = Server::start();
     // Label selector: relabelling out of it is DELETED, back into it ADDED; changes outside it

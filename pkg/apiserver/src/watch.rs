@@ -8,7 +8,7 @@ use crate::registry::{self, ListOptions, Registry};
 use crate::table::{self, IncludeObject};
 use bytes::Bytes;
 use k1s_api::ResourceInfo;
-use k1s_store::{EventKind, StoreError};
+use k1s_store::{Event, EventKind, StoreError};
 use serde_json::{json, Value};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -205,15 +205,7 @@ async fn run(
     tokio::pin!(deadline);
     let mut bookmarks = tokio::time::interval(params.bookmark_interval);
     bookmarks.tick().await;
-    let filtering = !params.list.label_selector.is_empty() || !params.list.field_selector.is_empty();
-    // The top-level fields the selectors read.
-    let mut selected = vec!["metadata".to_string()];
-    for r in &params.list.field_selector.requirements {
-        let top = r.key.split('.').next().unwrap_or_default().to_string();
-        if !selected.contains(&top) {
-            selected.push(top);
-        }
-    }
+    let filter = Filter::new(info, &params.list);
     loop {
         tokio::select! {
             _ = &mut deadline => return Ok(()),
@@ -223,51 +215,113 @@ async fn run(
                 send(enc.bookmark(watcher.revision(), false)).await?;
             }
             ev = watcher.next() => {
-                let ev = match ev {
-                    Ok(ev) => ev,
-                    Err(StoreError::Compacted { requested, compacted }) => {
+                // The events of one commit arrive together: they go out as one chunk (one
+                // frame and one write) instead of one each.
+                let mut frames: Vec<Bytes> = Vec::new();
+                let mut size = 0;
+                let mut ev = ev;
+                let failed = loop {
+                    match ev {
+                        Ok(e) => {
+                            if let Some(frame) = enc.event(&e, &filter) {
+                                size += frame.len();
+                                frames.push(frame);
+                            }
+                        }
+                        Err(e) => break Some(e),
+                    }
+                    if size >= MAX_CHUNK {
+                        break None;
+                    }
+                    ev = match watcher.try_next() {
+                        Ok(Some(e)) => Ok(e),
+                        Ok(None) => break None,
+                        Err(e) => Err(e),
+                    };
+                };
+                match frames.len() {
+                    0 => {}
+                    1 => send(frames.swap_remove(0)).await?,
+                    _ => send(Bytes::from(frames.concat())).await?,
+                }
+                match failed {
+                    None => {}
+                    Some(StoreError::Compacted { requested, compacted }) => {
                         send(enc.frame("ERROR", expired(requested, compacted))).await?;
                         return Ok(());
                     }
-                    Err(e) => return Err(WatchEnd::Api(crate::error::from_store(e, info, ""))),
-                };
-                if enc.table.is_none() {
-                    // Most watches: plain objects, framed from the stored bytes. Selectors are
-                    // matched on the top-level fields they read, decoded alone.
-                    let m = |stored: &[u8]| {
-                        !filtering
-                            || object::partial_from_storage(stored, &selected)
-                                .is_some_and(|o| registry::matches(info, &params.list, &o))
-                    };
-                    let kind = match ev.kind {
-                        EventKind::Create => m(&ev.kv.value).then_some("ADDED"),
-                        EventKind::Update => {
-                            let was = !filtering || ev.prev.as_ref().is_some_and(|p| m(&p.value));
-                            transition(was, m(&ev.kv.value))
-                        }
-                        EventKind::Delete => m(&ev.kv.value).then_some("DELETED"),
-                    };
-                    if let Some(frame) = kind.and_then(|k| enc.raw_frame(k, &ev.kv.value, ev.revision)) {
-                        send(frame).await?;
-                    }
-                    continue;
-                }
-                let cur = object::from_storage(&ev.kv.value, ev.revision);
-                // The previous state matters only for selector transitions.
-                let prev = match ev.kind {
-                    EventKind::Update if filtering => ev.prev.as_ref().and_then(|p| object::from_storage(&p.value, ev.revision)),
-                    _ => None,
-                };
-                let m = |o: &Option<Value>| !filtering || o.as_ref().is_some_and(|o| registry::matches(info, &params.list, o));
-                let kind = match ev.kind {
-                    EventKind::Create => m(&cur).then_some("ADDED"),
-                    EventKind::Update => transition(m(&prev), m(&cur)),
-                    EventKind::Delete => m(&cur).then_some("DELETED"),
-                };
-                if let (Some(kind), Some(obj)) = (kind, cur) {
-                    send(enc.frame(kind, obj)).await?;
+                    Some(e) => return Err(WatchEnd::Api(crate::error::from_store(e, info, ""))),
                 }
             }
         }
+    }
+}
+
+/// Up to this many bytes of events that are ready together go out in one chunk.
+const MAX_CHUNK: usize = 256 * 1024;
+
+/// Which events a watch with selectors sends.
+struct Filter<'a> {
+    info: &'static ResourceInfo,
+    list: &'a ListOptions,
+    filtering: bool,
+    /// The top-level fields the selectors read.
+    selected: Vec<String>,
+}
+
+impl<'a> Filter<'a> {
+    fn new(info: &'static ResourceInfo, list: &'a ListOptions) -> Self {
+        let mut selected = vec!["metadata".to_string()];
+        for r in &list.field_selector.requirements {
+            let top = r.key.split('.').next().unwrap_or_default().to_string();
+            if !selected.contains(&top) {
+                selected.push(top);
+            }
+        }
+        let filtering = !list.label_selector.is_empty() || !list.field_selector.is_empty();
+        Filter { info, list, filtering, selected }
+    }
+
+    /// Whether stored bytes match, decoding only the fields the selectors read.
+    fn stored_matches(&self, stored: &[u8]) -> bool {
+        !self.filtering
+            || object::partial_from_storage(stored, &self.selected)
+                .is_some_and(|o| registry::matches(self.info, self.list, &o))
+    }
+
+    fn matches(&self, obj: &Option<Value>) -> bool {
+        !self.filtering || obj.as_ref().is_some_and(|o| registry::matches(self.info, self.list, o))
+    }
+}
+
+impl Encoder {
+    /// The frame a store event makes for this watch, if the watch is to see it.
+    fn event(&mut self, ev: &Event, f: &Filter) -> Option<Bytes> {
+        if self.table.is_none() {
+            // Most watches: plain objects, framed from the stored bytes.
+            let kind = match ev.kind {
+                EventKind::Create => f.stored_matches(&ev.kv.value).then_some("ADDED"),
+                EventKind::Update => {
+                    let was = !f.filtering || ev.prev.as_ref().is_some_and(|p| f.stored_matches(&p.value));
+                    transition(was, f.stored_matches(&ev.kv.value))
+                }
+                EventKind::Delete => f.stored_matches(&ev.kv.value).then_some("DELETED"),
+            };
+            return kind.and_then(|k| self.raw_frame(k, &ev.kv.value, ev.revision));
+        }
+        let cur = object::from_storage(&ev.kv.value, ev.revision);
+        // The previous state matters only for selector transitions.
+        let prev = match ev.kind {
+            EventKind::Update if f.filtering => {
+                ev.prev.as_ref().and_then(|p| object::from_storage(&p.value, ev.revision))
+            }
+            _ => None,
+        };
+        let kind = match ev.kind {
+            EventKind::Create => f.matches(&cur).then_some("ADDED"),
+            EventKind::Update => transition(f.matches(&prev), f.matches(&cur)),
+            EventKind::Delete => f.matches(&cur).then_some("DELETED"),
+        };
+        Some(self.frame(kind?, cur?))
     }
 }

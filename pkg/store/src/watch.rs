@@ -4,7 +4,7 @@
 use crate::store::{KeyValue, Store, StoreError};
 use std::collections::VecDeque;
 use std::sync::Arc;
-use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventKind {
@@ -56,28 +56,12 @@ impl Watcher {
     /// Next event; `Err(Compacted)` if the watcher fell behind a compaction, `Err(Closed)` at shutdown.
     pub async fn next(&mut self) -> Result<Arc<Event>, StoreError> {
         loop {
-            if let Some(ev) = self.backlog.pop_front() {
+            if let Some(ev) = self.ready()? {
                 return Ok(ev);
-            }
-            if self.from_log {
-                let page = self.store.read_log(self.scanned, LOG_PAGE)?;
-                if page.len() < LOG_PAGE {
-                    self.from_log = false;
-                }
-                if let Some(ev) = page.last() {
-                    self.scanned = ev.revision;
-                }
-                let prefix = &self.prefix;
-                self.backlog.extend(page.into_iter().filter(|e| e.kv.key.starts_with(prefix)).map(Arc::new));
-                continue;
             }
             match self.rx.recv().await {
                 Ok(ev) => {
-                    if ev.revision <= self.scanned {
-                        continue;
-                    }
-                    self.scanned = ev.revision;
-                    if ev.kv.key.starts_with(&self.prefix) {
+                    if let Some(ev) = self.accept(ev) {
                         return Ok(ev);
                     }
                 }
@@ -85,5 +69,55 @@ impl Watcher {
                 Err(RecvError::Closed) => return Err(StoreError::Closed),
             }
         }
+    }
+
+    /// The next event if one is there without waiting (`Ok(None)` otherwise): lets a consumer
+    /// take the events of one commit together.
+    pub fn try_next(&mut self) -> Result<Option<Arc<Event>>, StoreError> {
+        loop {
+            if let Some(ev) = self.ready()? {
+                return Ok(Some(ev));
+            }
+            match self.rx.try_recv() {
+                Ok(ev) => {
+                    if let Some(ev) = self.accept(ev) {
+                        return Ok(Some(ev));
+                    }
+                }
+                Err(TryRecvError::Lagged(_)) => self.from_log = true,
+                Err(TryRecvError::Empty) => return Ok(None),
+                Err(TryRecvError::Closed) => return Err(StoreError::Closed),
+            }
+        }
+    }
+
+    /// A queued event, reading the log first while catching up.
+    fn ready(&mut self) -> Result<Option<Arc<Event>>, StoreError> {
+        loop {
+            if let Some(ev) = self.backlog.pop_front() {
+                return Ok(Some(ev));
+            }
+            if !self.from_log {
+                return Ok(None);
+            }
+            let page = self.store.read_log(self.scanned, LOG_PAGE)?;
+            if page.len() < LOG_PAGE {
+                self.from_log = false;
+            }
+            if let Some(ev) = page.last() {
+                self.scanned = ev.revision;
+            }
+            let prefix = &self.prefix;
+            self.backlog.extend(page.into_iter().filter(|e| e.kv.key.starts_with(prefix)).map(Arc::new));
+        }
+    }
+
+    /// A live event, unless the log already delivered it or it is outside the prefix.
+    fn accept(&mut self, ev: Arc<Event>) -> Option<Arc<Event>> {
+        if ev.revision <= self.scanned {
+            return None;
+        }
+        self.scanned = ev.revision;
+        ev.kv.key.starts_with(&self.prefix).then_some(ev)
     }
 }

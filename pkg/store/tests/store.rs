@@ -94,6 +94,32 @@ async fn watch_replays_from_a_revision_then_follows_live_writes() {
 }
 
 #[tokio::test]
+async fn try_next_takes_what_is_ready_without_waiting() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let s = Store::open(dir.path(), StoreOptions { fanout_capacity: 16, ..StoreOptions::default() }).expect("open");
+    let mut w = s.watch("/r/", 0).expect("watch");
+    assert!(w.try_next().expect("nothing yet").is_none());
+    s.create("/r/a", b("1")).await.expect("create");
+    s.create("/x/a", b("1")).await.expect("create");
+    s.create("/r/b", b("1")).await.expect("create");
+    let first = w.next().await.expect("event");
+    assert_eq!(first.kv.key, "/r/a");
+    let second = w.try_next().expect("ready").expect("an event");
+    assert_eq!((second.revision, second.kv.key.as_str()), (3, "/r/b"));
+    assert!(w.try_next().expect("drained").is_none());
+    // Past the fan-out's capacity, the watcher catches up from the log, also without waiting.
+    for i in 0..100 {
+        s.create(&format!("/r/many-{i:03}"), b("1")).await.expect("create");
+    }
+    let mut seen = 0;
+    while let Some(e) = w.try_next().expect("catch up") {
+        assert_eq!(e.revision, 4 + seen);
+        seen += 1;
+    }
+    assert_eq!(seen, 100);
+}
+
+#[tokio::test]
 async fn watch_from_compacted_revision_is_refused() {
     let dir = tempfile::tempdir().expect("tmp");
     let s = open(dir.path());
