@@ -503,3 +503,18 @@ fn creates_record_what_the_general_comparison_records() {
         );
     }
 }
+
+#[test]
+fn creates_of_built_in_kinds_take_the_create_walk() {
+    let api = crate::openapi::get();
+    let schema = api.kind_schema("", "v1", "ConfigMap").expect("ConfigMap schema");
+    let typed = typed::Typed::new(schema::Types::new(api), schema::Ty::Schema(schema));
+    let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "c", "namespace": "d", "labels": {"app": "x"}}, "data": {"k": "v"}});
+    let id = ManagerId::new("m", Operation::Update, "v1", None);
+    assert!(record_create(&typed, &mut cm, &[], &id, &manager("m", Operation::Update, T1)));
+    assert_eq!(
+        cm["metadata"]["managedFields"][0]["fieldsV1"],
+        json!({"f:data": {".": {}, "f:k": {}}, "f:metadata": {"f:labels": {".": {}, "f:app": {}}}})
+    );
+}
