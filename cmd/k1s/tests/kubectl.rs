@@ -324,6 +324,15 @@ fn watch_with_selectors_sees_objects_enter_and_leave_them() {
         s.ok(&["delete", "secret", "plain"]);
     });
     assert_eq!(seen, ["ADDED", "DELETED"]);
+    // Field selector on the name: only that object's events.
+    let seen = watch_events(&s, &["get", "configmaps", "--field-selector", "metadata.name=named"], "named", 3, || {
+        s.ok(&["create", "configmap", "unnamed", "--from-literal=a=1"]);
+        s.ok(&["create", "configmap", "named", "--from-literal=a=1"]);
+        s.ok(&["patch", "configmap", "unnamed", "-p", r#"{"data":{"a":"2"}}"#]);
+        s.ok(&["patch", "configmap", "named", "-p", r#"{"data":{"a":"2"}}"#]);
+        s.ok(&["delete", "configmap", "unnamed", "named"]);
+    });
+    assert_eq!(seen, ["ADDED", "MODIFIED", "DELETED"]);
 }
 
 #[test]

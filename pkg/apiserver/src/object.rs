@@ -126,6 +126,37 @@ pub fn partial_from_storage(value: &[u8], keys: &[String]) -> Option<Value> {
     Some(Value::Object(out))
 }
 
+/// Only the name and namespace of stored bytes, as `{"metadata":{"name":…,"namespace":…}}`: what
+/// a field selector on those two fields needs (the rest of the object is skipped, not built).
+pub fn stored_names(value: &[u8]) -> Option<Value> {
+    use std::borrow::Cow;
+    #[derive(serde::Deserialize)]
+    struct Meta<'a> {
+        #[serde(borrow, default)]
+        name: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        namespace: Option<Cow<'a, str>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Top<'a> {
+        #[serde(borrow, default)]
+        metadata: Option<Meta<'a>>,
+    }
+    let top: Top = serde_json::from_slice(value).ok()?;
+    let mut md = serde_json::Map::new();
+    if let Some(m) = top.metadata {
+        if let Some(n) = m.name {
+            md.insert("name".into(), Value::String(n.into_owned()));
+        }
+        if let Some(ns) = m.namespace {
+            md.insert("namespace".into(), Value::String(ns.into_owned()));
+        }
+    }
+    let mut out = serde_json::Map::new();
+    out.insert("metadata".into(), Value::Object(md));
+    Some(Value::Object(out))
+}
+
 /// Generated names: `generateName` + 5 characters from upstream's alphabet.
 pub fn generate_name(base: &str) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -204,5 +235,14 @@ mod tests {
         let partial = partial_from_storage(&stored, &keys).expect("partial");
         assert_eq!(partial, json!({"metadata": {"name": "a", "labels": {"k": "v"}}, "spec": {"nodeName": "n1"}}));
         assert!(partial_from_storage(b"[1]", &keys).is_none());
+        assert_eq!(
+            stored_names(&stored).expect("names"),
+            json!({"metadata": {"name": "a"}}),
+            "no namespace: none made up"
+        );
+        let escaped =
+            br#"{"data":{"x":[1,{"y":"z"}]},"metadata":{"namespace":"d\u0065v","name":"n","labels":{"a":"b"}}}"#;
+        assert_eq!(stored_names(escaped).expect("names"), json!({"metadata": {"name": "n", "namespace": "dev"}}));
+        assert!(stored_names(b"not json").is_none());
     }
 }

@@ -267,6 +267,9 @@ struct Filter<'a> {
     filtering: bool,
     /// The top-level fields the selectors read.
     selected: Vec<String>,
+    /// Only a field selector on `metadata.name`/`metadata.namespace` (the root-CA publisher's
+    /// watch of every ConfigMap): those two strings are all that is read.
+    names_only: bool,
 }
 
 impl<'a> Filter<'a> {
@@ -279,14 +282,26 @@ impl<'a> Filter<'a> {
             }
         }
         let filtering = !list.label_selector.is_empty() || !list.field_selector.is_empty();
-        Filter { info, list, filtering, selected }
+        let names_only = list.label_selector.is_empty()
+            && list
+                .field_selector
+                .requirements
+                .iter()
+                .all(|r| matches!(r.key.as_str(), "metadata.name" | "metadata.namespace"));
+        Filter { info, list, filtering, selected, names_only }
     }
 
     /// Whether stored bytes match, decoding only the fields the selectors read.
     fn stored_matches(&self, stored: &[u8]) -> bool {
-        !self.filtering
-            || object::partial_from_storage(stored, &self.selected)
-                .is_some_and(|o| registry::matches(self.info, self.list, &o))
+        if !self.filtering {
+            return true;
+        }
+        let obj = if self.names_only {
+            object::stored_names(stored)
+        } else {
+            object::partial_from_storage(stored, &self.selected)
+        };
+        obj.is_some_and(|o| registry::matches(self.info, self.list, &o))
     }
 
     fn matches(&self, obj: &Option<Value>) -> bool {
