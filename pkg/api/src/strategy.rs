@@ -25,6 +25,10 @@ pub enum NameRule {
 pub trait Strategy: Send + Sync + 'static {
     type Object: Serialize + DeserializeOwned + Clone + Send + Sync + 'static;
 
+    /// False only for strategies that keep the no-op `prepare_for_create` and
+    /// `prepare_for_update`: the adapter then skips their decode/encode round trip.
+    const PREPARES: bool = true;
+
     fn name_rule(&self) -> NameRule {
         NameRule::Subdomain
     }
@@ -115,6 +119,9 @@ impl<S: Strategy> DynStrategy for Typed<S> {
     }
 
     fn prepare_for_create(&self, obj: &mut Value) -> Result<(), DecodeError> {
+        if !S::PREPARES {
+            return Ok(());
+        }
         let mut typed: S::Object = decode(obj)?;
         self.0.prepare_for_create(&mut typed);
         *obj = encode(&typed)?;
@@ -122,6 +129,9 @@ impl<S: Strategy> DynStrategy for Typed<S> {
     }
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) -> Result<(), DecodeError> {
+        if !S::PREPARES {
+            return Ok(());
+        }
         let mut typed: S::Object = decode(new)?;
         let old: S::Object = decode(old)?;
         self.0.prepare_for_update(&mut typed, &old);
@@ -149,6 +159,7 @@ impl<T> Default for Generic<T> {
 
 impl<T: Serialize + DeserializeOwned + Clone + Send + Sync + 'static> Strategy for Generic<T> {
     type Object = T;
+    const PREPARES: bool = false;
 }
 
 #[cfg(test)]
@@ -169,5 +180,27 @@ mod tests {
         assert_eq!(n.unknown_fields, vec!["metadata.bogus".to_string(), "spec".to_string()]);
         assert_eq!(n.object["data"]["k"], "v");
         assert!(n.object.get("spec").is_none());
+    }
+
+    struct ClearsData;
+    impl Strategy for ClearsData {
+        type Object = ConfigMap;
+        fn prepare_for_create(&self, obj: &mut ConfigMap) {
+            obj.data = None;
+        }
+    }
+
+    #[test]
+    fn preparation_runs_unless_the_strategy_has_none() {
+        let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "uid": "u"}, "data": {"k": "v"}});
+        let mut prepared = cm.clone();
+        Typed(ClearsData).prepare_for_create(&mut prepared).expect("prepare");
+        assert!(prepared.get("data").is_none(), "{prepared}");
+        // Generic has nothing to prepare: the object is left exactly as it was (no round trip).
+        let mut untouched = cm.clone();
+        Typed(Generic::<ConfigMap>::default()).prepare_for_create(&mut untouched).expect("prepare");
+        Typed(Generic::<ConfigMap>::default()).prepare_for_update(&mut untouched, &cm).expect("prepare");
+        assert_eq!(serde_json::to_string(&untouched).ok(), serde_json::to_string(&cm).ok());
     }
 }
