@@ -112,6 +112,8 @@ pub struct ConfigMapStrategy;
 
 impl Strategy for ConfigMapStrategy {
     type Object = ConfigMap;
+    // No create/update preparation (set back to true when adding one).
+    const PREPARES: bool = false;
 
     fn validate(&self, cm: &ConfigMap) -> Vec<FieldError> {
         let mut errs = Vec::new();
@@ -159,6 +161,8 @@ pub struct SecretStrategy;
 
 impl Strategy for SecretStrategy {
     type Object = Secret;
+    // No create/update preparation (set back to true when adding one).
+    const PREPARES: bool = false;
 
     fn set_defaults(&self, s: &mut Secret) {
         if s.type_.as_deref().unwrap_or_default().is_empty() {
