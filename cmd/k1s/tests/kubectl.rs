@@ -197,9 +197,8 @@ fn get_prints_upstream_tables_yaml_wide_all_namespaces_and_selectors() {
     assert_eq!(paged.lines().filter(|l| l.starts_with("configmap/page-")).count(), 7, "{paged}");
 }
 
-/// Runs `kubectl get <args> --watch --output-watch-events`, does `act` once the watch is up,
-/// and returns the event types seen for object `name` (stops after `want` of them or 20 s).
-fn watch_events(s: &Server, args: &[&str], name: &str, want: usize, act: impl FnOnce()) -> Vec<String> {
+/// Starts `kubectl <args> --watch --output-watch-events`; its output lines arrive on the receiver.
+fn spawn_watch(s: &Server, args: &[&str]) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
     let mut cmd_args = args.to_vec();
     cmd_args.extend(["--watch", "--output-watch-events"]);
     let mut child =
@@ -213,6 +212,13 @@ fn watch_events(s: &Server, args: &[&str], name: &str, want: usize, act: impl Fn
             }
         }
     });
+    (child, rx)
+}
+
+/// Runs `kubectl get <args> --watch --output-watch-events`, does `act` once the watch is up,
+/// and returns the event types seen for object `name` (stops after `want` of them or 20 s).
+fn watch_events(s: &Server, args: &[&str], name: &str, want: usize, act: impl FnOnce()) -> Vec<String> {
+    let (mut child, rx) = spawn_watch(s, args);
     std::thread::sleep(Duration::from_millis(700));
     act();
     let mut seen = Vec::new();
@@ -244,21 +250,7 @@ fn get_watch_sees_added_modified_deleted() {
 fn watch_sees_every_one_of_concurrent_creates_once() {
     let s = Server::start();
     let names: Vec<String> = (0..24).map(|i| format!("burst-{i:02}")).collect();
-    let mut child = s
-        .kubectl_cmd(&["get", "configmaps", "-l", "burst=yes", "--watch", "--output-watch-events", "--no-headers"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("kubectl get -w");
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let (mut child, rx) = spawn_watch(&s, &["get", "configmaps", "-l", "burst=yes", "--no-headers"]);
     std::thread::sleep(Duration::from_millis(700));
     // Creates at the same time share commits, so their events reach the watch together.
     std::thread::scope(|scope| {
