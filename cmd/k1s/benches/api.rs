@@ -1,8 +1,10 @@
 //! API create throughput and latency through a real `k1s server`, and its memory after
 //! 10,000 ConfigMaps: `cargo bench -p k1s --bench api`.
 //!
-//! 32 concurrent clients, each on its own HTTP/2 connection with the admin client certificate.
-//! Knobs: `K1S_BENCH_CREATES` (default 10,000), `K1S_BENCH_BIN` (another k1s binary).
+//! 32 concurrent clients with the admin client certificate, each on its own HTTP/2 connection
+//! by default. Knobs: `K1S_BENCH_CREATES` (default 10,000), `K1S_BENCH_BIN` (another k1s
+//! binary), `K1S_BENCH_CONNS` (connections the 32 clients share, default 32; 1 is how client-go
+//! sends: every goroutine's requests as streams of one HTTP/2 connection).
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -104,13 +106,16 @@ fn main() {
     let cfg = Arc::new(tls_config(&dir.path().join("data/server/tls")));
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
     let total = total();
+    let conns_wanted: usize =
+        std::env::var("K1S_BENCH_CONNS").ok().and_then(|v| v.parse().ok()).unwrap_or(CLIENTS).clamp(1, CLIENTS);
     let server_pid = child.id().to_string();
     let cpu_before = (cpu_time(&server_pid), cpu_time("self"));
     let (elapsed, mut lat) = rt.block_on(async {
-        let mut clients = Vec::new();
-        for _ in 0..CLIENTS {
-            clients.push(connect(port, cfg.clone()).await);
+        let mut conns = Vec::new();
+        for _ in 0..conns_wanted {
+            conns.push(connect(port, cfg.clone()).await);
         }
+        let clients: Vec<_> = (0..CLIENTS).map(|c| conns[c % conns.len()].clone()).collect();
         let start = Instant::now();
         let mut tasks = Vec::new();
         for (c, mut send) in clients.into_iter().enumerate() {
@@ -150,7 +155,7 @@ fn main() {
     let rss = rss_kib(child.id());
     println!("k1s server start to kubeconfig+ready: {:?}; idle RSS {} MiB", ready_after, idle_rss / 1024);
     println!(
-        "API creates (HTTP/2, {CLIENTS} clients): {} in {:.2}s = {:.0} creates/s  p50={:?} p99={:?}",
+        "API creates (HTTP/2, {CLIENTS} clients on {conns_wanted} connections): {} in {:.2}s = {:.0} creates/s  p50={:?} p99={:?}",
         lat.len(),
         elapsed.as_secs_f64(),
         lat.len() as f64 / elapsed.as_secs_f64(),

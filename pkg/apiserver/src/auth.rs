@@ -3,6 +3,7 @@
 
 use crate::request::RequestInfo;
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 /// An authenticated identity.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,10 +33,24 @@ impl UserInfo {
     }
 }
 
+/// The verified client certificates of one connection. They cannot change while the connection
+/// lasts, so the identity read from them is kept here and read once, not once per request.
+#[derive(Debug, Default)]
+pub struct Peer {
+    /// DER certificates the TLS layer verified against the cluster CA (leaf first).
+    pub certificates: Vec<Vec<u8>>,
+    x509: OnceLock<Result<Option<UserInfo>, String>>,
+}
+
+impl Peer {
+    pub fn new(certificates: Vec<Vec<u8>>) -> Peer {
+        Peer { certificates, x509: OnceLock::new() }
+    }
+}
+
 /// What the connection presented: verified client certificates and the request's headers.
 pub struct Credentials<'a> {
-    /// DER certificates the TLS layer verified against the cluster CA (leaf first).
-    pub peer_certificates: &'a [Vec<u8>],
+    pub peer: &'a Peer,
     pub authorization_header: Option<&'a str>,
 }
 
@@ -57,21 +72,26 @@ pub struct X509Authenticator;
 
 impl Authenticator for X509Authenticator {
     fn authenticate(&self, creds: &Credentials<'_>) -> Result<Option<UserInfo>, AuthError> {
-        let Some(leaf) = creds.peer_certificates.first() else { return Ok(None) };
-        let (_, cert) =
-            x509_parser::parse_x509_certificate(leaf).map_err(|e| AuthError::BadCertificate(e.to_string()))?;
-        let name = cert
-            .subject()
-            .iter_common_name()
-            .next()
-            .and_then(|cn| cn.as_str().ok())
-            .ok_or_else(|| AuthError::BadCertificate("no common name".into()))?
-            .to_string();
-        let mut groups: Vec<String> =
-            cert.subject().iter_organization().filter_map(|o| o.as_str().ok()).map(str::to_string).collect();
-        groups.push("system:authenticated".into());
-        Ok(Some(UserInfo { name, uid: String::new(), groups, extra: BTreeMap::new() }))
+        let peer = creds.peer;
+        peer.x509.get_or_init(|| x509_identity(&peer.certificates)).clone().map_err(AuthError::BadCertificate)
     }
+}
+
+/// The user a certificate chain names (`None` without certificates), or why it names none.
+fn x509_identity(certificates: &[Vec<u8>]) -> Result<Option<UserInfo>, String> {
+    let Some(leaf) = certificates.first() else { return Ok(None) };
+    let (_, cert) = x509_parser::parse_x509_certificate(leaf).map_err(|e| e.to_string())?;
+    let name = cert
+        .subject()
+        .iter_common_name()
+        .next()
+        .and_then(|cn| cn.as_str().ok())
+        .ok_or_else(|| "no common name".to_string())?
+        .to_string();
+    let mut groups: Vec<String> =
+        cert.subject().iter_organization().filter_map(|o| o.as_str().ok()).map(str::to_string).collect();
+    groups.push("system:authenticated".into());
+    Ok(Some(UserInfo { name, uid: String::new(), groups, extra: BTreeMap::new() }))
 }
 
 /// Tries authenticators in order; the first that recognises the credentials wins.
@@ -195,5 +215,30 @@ mod tests {
         assert_eq!(a.authorize(&Attributes { user: &bob, info: &info("get", "/apis") }), Decision::Allow);
         let ssar = info("create", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews");
         assert_eq!(a.authorize(&Attributes { user: &bob, info: &ssar }), Decision::Allow);
+    }
+
+    #[test]
+    fn a_connections_certificate_names_its_user_on_every_request() {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut params = rcgen::CertificateParams::default();
+        params.distinguished_name.push(rcgen::DnType::CommonName, "alice");
+        params.distinguished_name.push(rcgen::DnType::OrganizationName, "team-a");
+        let cert = params.self_signed(&key).expect("cert");
+        let peer = Peer::new(vec![cert.der().to_vec()]);
+        let creds = Credentials { peer: &peer, authorization_header: None };
+        let want = UserInfo::new("alice", &["team-a", "system:authenticated"]);
+        for _ in 0..2 {
+            assert_eq!(X509Authenticator.authenticate(&creds).expect("valid"), Some(want.clone()));
+        }
+        let none = Peer::default();
+        assert_eq!(
+            X509Authenticator.authenticate(&Credentials { peer: &none, authorization_header: None }).ok(),
+            Some(None)
+        );
+        let garbage = Peer::new(vec![b"not DER".to_vec()]);
+        for _ in 0..2 {
+            let err = X509Authenticator.authenticate(&Credentials { peer: &garbage, authorization_header: None });
+            assert!(matches!(err, Err(AuthError::BadCertificate(_))), "{err:?}");
+        }
     }
 }

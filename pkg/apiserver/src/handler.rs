@@ -1,7 +1,7 @@
 //! Request dispatch: authentication ▶ authorization ▶ the handler for the path (discovery,
 //! OpenAPI, health, or a resource verb through the registry).
 
-use crate::auth::{Attributes, Authenticator, Authorizer, Credentials, Decision, UserInfo};
+use crate::auth::{Attributes, Authenticator, Authorizer, Credentials, Decision, Peer, UserInfo};
 use crate::discovery;
 use crate::error::{ApiError, ResourceTarget};
 use crate::object;
@@ -92,23 +92,21 @@ fn version_doc() -> Value {
 }
 
 /// Handles one request from a connection whose verified client certificates are `peer`.
-pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>, peer: Arc<Vec<Vec<u8>>>) -> Response<Body> {
+pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>, peer: Arc<Peer>) -> Response<Body> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query = Query::parse(req.uri().query());
     let info = RequestInfo::parse(&method, &path, &query);
     let auth_header = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).map(str::to_string);
-    let user = match state
-        .authn
-        .authenticate(&Credentials { peer_certificates: &peer, authorization_header: auth_header.as_deref() })
-    {
-        Ok(Some(u)) => u,
-        Ok(None) => UserInfo::anonymous(),
-        Err(e) => {
-            tracing::debug!(error = %e, "authentication failed");
-            return refuse(req, &ApiError::unauthorized()).await;
-        }
-    };
+    let user =
+        match state.authn.authenticate(&Credentials { peer: &peer, authorization_header: auth_header.as_deref() }) {
+            Ok(Some(u)) => u,
+            Ok(None) => UserInfo::anonymous(),
+            Err(e) => {
+                tracing::debug!(error = %e, "authentication failed");
+                return refuse(req, &ApiError::unauthorized()).await;
+            }
+        };
     let span = tracing::debug_span!("request", %method, %path, verb = %info.verb, user = %user.name);
     let _enter = span.enter();
     drop(_enter);

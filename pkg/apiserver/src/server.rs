@@ -85,9 +85,9 @@ pub async fn serve(listener: TcpListener, tls: rustls::ServerConfig, state: Arc<
                 }
                 Err(_) => return,
             };
-            let peer: Arc<Vec<Vec<u8>>> = Arc::new(
+            let peer = Arc::new(crate::auth::Peer::new(
                 tls.get_ref().1.peer_certificates().map(|c| c.iter().map(|d| d.to_vec()).collect()).unwrap_or_default(),
-            );
+            ));
             let svc = hyper::service::service_fn(move |req| {
                 let (state, peer) = (state.clone(), peer.clone());
                 async move { Ok::<_, Infallible>(handler::handle(state, req, peer).await) }

@@ -218,8 +218,9 @@ mod tests {
     fn the_authenticator_rejects_foreign_and_garbage_bearer_tokens_and_ignores_other_schemes() {
         let t = Arc::new(tokens());
         let auth = TokenAuthenticator { tokens: t.clone(), objects: Arc::new(OneAccount) };
+        static NO_CERTIFICATES: std::sync::LazyLock<crate::auth::Peer> = std::sync::LazyLock::new(Default::default);
         fn creds(h: &str) -> Credentials<'_> {
-            Credentials { peer_certificates: &[], authorization_header: Some(h) }
+            Credentials { peer: &NO_CERTIFICATES, authorization_header: Some(h) }
         }
         assert!(auth.authenticate(&creds("Basic YTpi")).expect("not mine").is_none());
         assert!(auth.authenticate(&creds("Bearer garbage")).is_err());
