@@ -97,6 +97,38 @@ pub fn from_storage(value: &[u8], mod_revision: u64) -> Option<Value> {
 /// Stored bytes as JSON with `metadata.resourceVersion` stamped, decoding only the top level
 /// and `metadata` (the rest is copied as raw JSON): what watch events send most of the time.
 pub fn storage_json_with_rv(value: &[u8], mod_revision: u64) -> Option<Vec<u8>> {
+    splice_resource_version(value, mod_revision).or_else(|| restamp_resource_version(value, mod_revision))
+}
+
+/// The common case of [`storage_json_with_rv`] without rebuilding anything: stored objects carry
+/// no `resourceVersion` ([`to_storage`] takes it out), so the stamp goes in front of metadata's
+/// closing brace and every other byte is copied as stored. Declines (`None`) when metadata is
+/// missing or not an object, or when its text mentions `"resourceVersion"` at all.
+fn splice_resource_version(value: &[u8], mod_revision: u64) -> Option<Vec<u8>> {
+    use serde_json::value::RawValue;
+    #[derive(serde::Deserialize)]
+    struct Top<'a> {
+        #[serde(borrow)]
+        metadata: Option<&'a RawValue>,
+    }
+    let md = serde_json::from_slice::<Top<'_>>(value).ok()?.metadata?.get();
+    let inner = md.strip_prefix('{')?.strip_suffix('}')?;
+    if md.contains("\"resourceVersion\"") {
+        return None;
+    }
+    // The raw metadata text borrows from `value`: where it ends there is metadata's `}`.
+    let close = (md.as_ptr() as usize).checked_sub(value.as_ptr() as usize)? + md.len() - 1;
+    let stamp = format!("{}\"resourceVersion\":\"{mod_revision}\"", if inner.trim().is_empty() { "" } else { "," });
+    let mut out = Vec::with_capacity(value.len() + stamp.len());
+    out.extend_from_slice(value.get(..close)?);
+    out.extend_from_slice(stamp.as_bytes());
+    out.extend_from_slice(value.get(close..)?);
+    Some(out)
+}
+
+/// [`storage_json_with_rv`] by decoding the top level and metadata (raw values kept as they are)
+/// and encoding them again with the stamp.
+fn restamp_resource_version(value: &[u8], mod_revision: u64) -> Option<Vec<u8>> {
     use serde_json::value::RawValue;
     let rv = RawValue::from_string(format!("\"{mod_revision}\"")).ok()?;
     let mut top: indexmap::IndexMap<String, &RawValue> = serde_json::from_slice(value).ok()?;
@@ -223,6 +255,43 @@ mod tests {
         let bare = storage_json_with_rv(br#"{"kind":"X"}"#, 3).expect("bare");
         assert_eq!(serde_json::from_slice::<Value>(&bare).expect("json")["metadata"]["resourceVersion"], "3");
         assert!(storage_json_with_rv(b"not json", 1).is_none());
+    }
+
+    #[test]
+    fn splicing_the_resource_version_gives_the_bytes_restamping_gives() {
+        let cases = [
+            to_storage(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "a", "labels": {"k": "}\"{"}, "managedFields": [{"fieldsV1": {"f:data": {}}}]},
+                "data": {"metadata": "{}"}})),
+            to_storage(&json!({"kind": "X", "metadata": {}})),
+            Bytes::from_static(br#"{"kind":"X","metadata":{ }}"#),
+            to_storage(&json!({"kind": "X"})),
+            to_storage(&json!({"kind": "X", "metadata": "not an object"})),
+            // Mentions of resourceVersion take the slow way (which replaces a stored one).
+            Bytes::from_static(br#"{"metadata":{"name":"a","resourceVersion":"1"}}"#),
+            to_storage(&json!({"metadata": {"annotations": {"resourceVersion": "x"}}})),
+            Bytes::from_static(br#"{"metadata":{"name":"a"},"metadata":{"name":"b"}}"#),
+        ];
+        let parse = |b: Option<Vec<u8>>| b.map(|b| serde_json::from_slice::<Value>(&b).expect("json"));
+        for stored in cases {
+            let want = restamp_resource_version(&stored, 9);
+            let got = storage_json_with_rv(&stored, 9);
+            // What we store is compact JSON: there the bytes agree too, not only the values.
+            let compact = serde_json::from_slice::<Value>(&stored).map(|v| serde_json::to_vec(&v).ok());
+            if compact.ok().flatten().as_deref() == Some(&stored[..]) {
+                assert_eq!(got, want, "{}", String::from_utf8_lossy(&stored));
+            }
+            assert_eq!(parse(got), parse(want), "{}", String::from_utf8_lossy(&stored));
+        }
+        let spliced = splice_resource_version(br#"{"kind":"X","metadata":{"name":"a"},"data":{}}"#, 9);
+        assert_eq!(
+            spliced.as_deref(),
+            Some(&br#"{"kind":"X","metadata":{"name":"a","resourceVersion":"9"},"data":{}}"#[..])
+        );
+        let untouched = [&br#"{"metadata":{"name":"a","resourceVersion":"1"}}"#[..], br#"{"kind":"X"}"#, b"[]"];
+        for stored in untouched {
+            assert!(splice_resource_version(stored, 9).is_none(), "{}", String::from_utf8_lossy(stored));
+        }
     }
 
     #[test]
