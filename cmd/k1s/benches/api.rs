@@ -2,7 +2,10 @@
 //! 10,000 ConfigMaps: `cargo bench -p k1s --bench api`.
 //!
 //! 32 concurrent clients with the admin client certificate, each on its own HTTP/2 connection
-//! by default. Knobs: `K1S_BENCH_CREATES` (default 10,000), `K1S_BENCH_BIN` (another k1s
+//! by default. Three phases on the same connections show where a create's time goes:
+//! `GET /version` (TLS, HTTP/2, authentication and routing only), dry-run creates (all of a
+//! create but the store write and what follows it), then real creates.
+//! Knobs: `K1S_BENCH_CREATES` (requests per phase, default 10,000), `K1S_BENCH_BIN` (another k1s
 //! binary), `K1S_BENCH_CONNS` (connections the 32 clients share, default 32; 1 is how client-go
 //! sends: every goroutine's requests as streams of one HTTP/2 connection).
 
@@ -109,34 +112,83 @@ fn main() {
     let conns_wanted: usize =
         std::env::var("K1S_BENCH_CONNS").ok().and_then(|v| v.parse().ok()).unwrap_or(CLIENTS).clamp(1, CLIENTS);
     let server_pid = child.id().to_string();
-    let cpu_before = (cpu_time(&server_pid), cpu_time("self"));
-    let (elapsed, mut lat) = rt.block_on(async {
+    let conns = rt.block_on(async {
         let mut conns = Vec::new();
         for _ in 0..conns_wanted {
             conns.push(connect(port, cfg.clone()).await);
         }
-        let clients: Vec<_> = (0..CLIENTS).map(|c| conns[c % conns.len()].clone()).collect();
+        conns
+    });
+    println!("k1s server start to kubeconfig+ready: {:?}; idle RSS {} MiB", ready_after, idle_rss / 1024);
+    // What a request costs before any handling (TLS, HTTP/2, authentication, routing), then a
+    // create without the store write, then real creates: where the time of a create goes.
+    let floor = run(&rt, &conns, &server_pid, total, Phase::Version);
+    floor.print(&format!("GET /version (HTTP/2, {CLIENTS} clients on {conns_wanted} connections)"), "request");
+    let dry = run(&rt, &conns, &server_pid, total, Phase::DryRunCreate);
+    dry.print(&format!("dry-run creates (HTTP/2, {CLIENTS} clients on {conns_wanted} connections)"), "dry-run create");
+    let created = run(&rt, &conns, &server_pid, total, Phase::Create);
+    created.print(&format!("API creates (HTTP/2, {CLIENTS} clients on {conns_wanted} connections)"), "create");
+    std::thread::sleep(Duration::from_millis(500));
+    let rss = rss_kib(child.id());
+    println!("server RSS after {} ConfigMaps: {} MiB", created.latencies.len(), rss / 1024);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+type Conn = hyper::client::conn::http2::SendRequest<Full<Bytes>>;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Phase {
+    Version,
+    DryRunCreate,
+    Create,
+}
+
+struct Outcome {
+    elapsed: Duration,
+    /// Sorted.
+    latencies: Vec<Duration>,
+    server_cpu: Duration,
+    client_cpu: Duration,
+}
+
+impl Outcome {
+    fn print(&self, what: &str, per: &str) {
+        let lat = &self.latencies;
+        let p = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)];
+        let unit = if per == "create" { "creates/s" } else { "/s" };
+        println!(
+            "{what}: {} in {:.2}s = {:.0} {unit}  p50={:?} p99={:?}",
+            lat.len(),
+            self.elapsed.as_secs_f64(),
+            lat.len() as f64 / self.elapsed.as_secs_f64(),
+            p(0.50),
+            p(0.99)
+        );
+        let us = |d: Duration| d.as_secs_f64() * 1e6 / lat.len() as f64;
+        println!("CPU per {per}: server {:.0} µs, bench client {:.0} µs", us(self.server_cpu), us(self.client_cpu));
+    }
+}
+
+/// `total` requests of one kind from the 32 clients, each waiting for its reply before the next.
+fn run(rt: &tokio::runtime::Runtime, conns: &[Conn], server_pid: &str, total: usize, phase: Phase) -> Outcome {
+    let cpu_before = (cpu_time(server_pid), cpu_time("self"));
+    let (elapsed, mut latencies) = rt.block_on(async {
         let start = Instant::now();
         let mut tasks = Vec::new();
-        for (c, mut send) in clients.into_iter().enumerate() {
+        for c in 0..CLIENTS {
+            let mut send = conns[c % conns.len()].clone();
             tasks.push(tokio::spawn(async move {
                 let mut lat = Vec::new();
                 for i in 0..total / CLIENTS {
-                    let body = format!(
-                        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"bench-{c}-{i}","labels":{{"app":"bench"}}}},"data":{{"key":"{}"}}}}"#,
-                        "v".repeat(256)
-                    );
-                    let req = http::Request::post("/api/v1/namespaces/default/configmaps")
-                        .header("content-type", "application/json")
-                        .header("accept", "application/json")
-                        .body(Full::new(Bytes::from(body)))
-                        .expect("request");
+                    let req = request(phase, c, i);
                     let t = Instant::now();
                     send.ready().await.expect("ready");
                     let resp = send.send_request(req).await.expect("send");
                     let status = resp.status();
                     let _ = resp.into_body().collect().await;
-                    assert_eq!(status, 201, "create failed");
+                    let want = if phase == Phase::Version { 200 } else { 201 };
+                    assert_eq!(status, want, "request failed");
                     lat.push(t.elapsed());
                 }
                 lat
@@ -148,27 +200,33 @@ fn main() {
         }
         (start.elapsed(), all)
     });
-    let cpu_after = (cpu_time(&server_pid), cpu_time("self"));
-    lat.sort();
-    let p = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)];
-    std::thread::sleep(Duration::from_millis(500));
-    let rss = rss_kib(child.id());
-    println!("k1s server start to kubeconfig+ready: {:?}; idle RSS {} MiB", ready_after, idle_rss / 1024);
-    println!(
-        "API creates (HTTP/2, {CLIENTS} clients on {conns_wanted} connections): {} in {:.2}s = {:.0} creates/s  p50={:?} p99={:?}",
-        lat.len(),
-        elapsed.as_secs_f64(),
-        lat.len() as f64 / elapsed.as_secs_f64(),
-        p(0.50),
-        p(0.99)
+    latencies.sort();
+    Outcome {
+        elapsed,
+        latencies,
+        server_cpu: cpu_time(server_pid) - cpu_before.0,
+        client_cpu: cpu_time("self") - cpu_before.1,
+    }
+}
+
+fn request(phase: Phase, client: usize, i: usize) -> http::Request<Full<Bytes>> {
+    if phase == Phase::Version {
+        return http::Request::get("/version")
+            .header("accept", "application/json")
+            .body(Full::new(Bytes::new()))
+            .expect("request");
+    }
+    let body = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"bench-{client}-{i}","labels":{{"app":"bench"}}}},"data":{{"key":"{}"}}}}"#,
+        "v".repeat(256)
     );
-    let per = |before: Duration, after: Duration| (after - before).as_secs_f64() * 1e6 / lat.len() as f64;
-    println!(
-        "CPU per create: server {:.0} µs, bench client {:.0} µs",
-        per(cpu_before.0, cpu_after.0),
-        per(cpu_before.1, cpu_after.1)
-    );
-    println!("server RSS after {} ConfigMaps: {} MiB", lat.len(), rss / 1024);
-    let _ = child.kill();
-    let _ = child.wait();
+    let path = match phase {
+        Phase::DryRunCreate => "/api/v1/namespaces/default/configmaps?dryRun=All",
+        _ => "/api/v1/namespaces/default/configmaps",
+    };
+    http::Request::post(path)
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .expect("request")
 }

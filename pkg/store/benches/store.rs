@@ -2,7 +2,17 @@
 
 use bytes::Bytes;
 use k1s_store::{Store, StoreOptions};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// CPU time (user + system) this process has used so far, from /proc/self/stat.
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let ticks: u64 = rest.split_whitespace().skip(11).take(2).filter_map(|v| v.parse::<u64>().ok()).sum();
+    // USER_HZ is 100 on Linux.
+    Duration::from_millis(ticks * 10)
+}
 
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
@@ -12,6 +22,7 @@ fn main() {
     for concurrency in [1usize, 32, 256] {
         let n = if concurrency == 1 { 500 } else { 10_000 };
         let before = store.stats();
+        let cpu_before = cpu_time();
         let start = Instant::now();
         let mut lat = rt.block_on(async {
             let per = n / concurrency;
@@ -35,11 +46,12 @@ fn main() {
             all
         });
         let secs = start.elapsed().as_secs_f64();
+        let cpu = (cpu_time() - cpu_before).as_secs_f64() * 1e6 / lat.len() as f64;
         let after = store.stats();
         lat.sort();
         let p = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)];
         println!(
-            "store synced creates: concurrency={concurrency:<4} {:>8.0} writes/s  p50={:?} p99={:?}  writes/fsync={:.1}",
+            "store synced creates: concurrency={concurrency:<4} {:>8.0} writes/s  p50={:?} p99={:?}  writes/fsync={:.1}  CPU {cpu:.0} µs/write",
             lat.len() as f64 / secs,
             p(0.50),
             p(0.99),
