@@ -197,6 +197,100 @@ fn get_prints_upstream_tables_yaml_wide_all_namespaces_and_selectors() {
     assert_eq!(paged.lines().filter(|l| l.starts_with("configmap/page-")).count(), 7, "{paged}");
 }
 
+#[test]
+fn metadata_only_replies_for_get_list_watch_as_client_go_and_kube_rs_ask() {
+    let s = Server::start();
+    s.ok(&["create", "configmap", "meta", "--from-literal=secret=payload"]);
+    s.ok(&["label", "configmap", "meta", "app=web"]);
+    let accept = |a: &str| vec![format!("Accept: {a}")];
+    let as_metadata = accept("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1");
+    let as_metadata_list = accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1");
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let parse = |t: &str| serde_json::from_str::<serde_json::Value>(t).expect(t);
+
+    let (code, text) = s.curl_text("GET", &format!("{cms}/meta"), &as_metadata, None);
+    let one = parse(&text);
+    assert_eq!(code, 200, "{text}");
+    assert_eq!(
+        (one["kind"].as_str(), one["apiVersion"].as_str()),
+        (Some("PartialObjectMetadata"), Some("meta.k8s.io/v1"))
+    );
+    assert_eq!(one["metadata"]["labels"]["app"], "web");
+    assert!(one["metadata"]["resourceVersion"].as_str().is_some_and(|rv| !rv.is_empty()), "{one}");
+    assert!(one.get("data").is_none() && !text.contains("payload"), "{text}");
+
+    let (code, text) = s.curl_text("GET", &format!("{cms}?labelSelector=app%3Dweb"), &as_metadata_list, None);
+    let list = parse(&text);
+    assert_eq!(code, 200, "{text}");
+    assert_eq!(
+        (list["kind"].as_str(), list["apiVersion"].as_str()),
+        (Some("PartialObjectMetadataList"), Some("meta.k8s.io/v1"))
+    );
+    assert!(list["metadata"]["resourceVersion"].as_str().is_some(), "{list}");
+    let items = list["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1, "{list}");
+    assert_eq!(
+        (items[0]["kind"].as_str(), items[0]["metadata"]["name"].as_str()),
+        (Some("PartialObjectMetadata"), Some("meta"))
+    );
+    assert!(!text.contains("payload"), "{text}");
+
+    // Upstream: a list is not a PartialObjectMetadata, an object is not a list, and a conversion
+    // that does not exist is not acceptable. Each is a 406 Status.
+    for (path, headers) in [
+        (cms.to_string(), as_metadata.clone()),
+        (format!("{cms}/meta"), as_metadata_list.clone()),
+        (format!("{cms}/meta"), accept("application/json;as=Nope;g=meta.k8s.io;v=v1")),
+    ] {
+        let (code, text) = s.curl_text("GET", &path, &headers, None);
+        let status = parse(&text);
+        assert_eq!(
+            (code, status["kind"].as_str(), status["reason"].as_str()),
+            (406, Some("Status"), Some("NotAcceptable")),
+            "{path} {headers:?}: {text}"
+        );
+    }
+
+    // A metadata watch: every event's object is a PartialObjectMetadata, bookmarks too.
+    let (code, text) = s.curl_text(
+        "GET",
+        &format!("{cms}?watch=true&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=2"),
+        &as_metadata,
+        None,
+    );
+    assert_eq!(code, 200, "{text}");
+    let events: Vec<serde_json::Value> = text.lines().map(parse).collect();
+    assert!(events.iter().any(|e| e["type"] == "ADDED" && e["object"]["metadata"]["name"] == "meta"), "{text}");
+    assert!(events.iter().any(|e| e["type"] == "BOOKMARK"), "{text}");
+    for e in &events {
+        assert_eq!(e["object"]["kind"], "PartialObjectMetadata", "{e}");
+        assert_eq!(e["object"]["apiVersion"], "meta.k8s.io/v1", "{e}");
+    }
+    assert!(!text.contains("payload"), "{text}");
+
+    // Live events of a metadata watch (framed from the stored bytes).
+    let rv = one["metadata"]["resourceVersion"].as_str().expect("rv").to_string();
+    let (code, text) = std::thread::scope(|scope| {
+        let watch = scope.spawn(|| {
+            s.curl_text("GET", &format!("{cms}?watch=true&resourceVersion={rv}&timeoutSeconds=3"), &as_metadata, None)
+        });
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        s.ok(&["label", "configmap", "meta", "tier=front"]);
+        s.ok(&["delete", "configmap", "meta"]);
+        watch.join().expect("watch")
+    });
+    assert_eq!(code, 200, "{text}");
+    let events: Vec<serde_json::Value> = text.lines().map(parse).collect();
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(kinds, ["MODIFIED", "DELETED"], "{text}");
+    assert_eq!(events[0]["object"]["metadata"]["labels"]["tier"], "front", "{text}");
+    for e in &events {
+        assert_eq!(e["object"]["kind"], "PartialObjectMetadata", "{e}");
+        assert!(e["object"]["metadata"]["resourceVersion"].as_str().is_some_and(|v| v != rv), "{e}");
+    }
+    assert!(!text.contains("payload"), "{text}");
+}
+
 /// Starts `kubectl <args> --watch --output-watch-events`; its output lines arrive on the receiver.
 fn spawn_watch(s: &Server, args: &[&str]) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
     let mut cmd_args = args.to_vec();

@@ -7,13 +7,14 @@ use crate::error::{ApiError, ResourceTarget};
 use crate::object;
 use crate::registry::{self, Ctx, DeleteOptions, FieldValidation, ListOptions, PatchType, Registry};
 use crate::request::{Query, RequestInfo};
-use crate::table::{self, IncludeObject};
+use crate::table::{self, Conversion, IncludeObject};
 use crate::watch;
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full, StreamBody};
 use k1s_api::resources::{self, Backing};
 use k1s_api::selectors::Selector;
+use k1s_api::ResourceInfo;
 use serde_json::{json, Value};
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -426,6 +427,42 @@ fn strip_item_type(mut v: Value) -> Value {
     v
 }
 
+/// A one-object reply as the Accept header asked: the object, or its PartialObjectMetadata.
+/// (Tables are built by the verbs that print them.)
+fn convert_object(obj: Value, conversion: Option<Conversion>, res: &ResourceInfo) -> Result<Value, ApiError> {
+    match conversion {
+        Some(Conversion::Metadata(av)) => Ok(object::partial_metadata(&obj, av)),
+        Some(Conversion::MetadataList(_)) => Err(ApiError::not_acceptable(format!(
+            "you requested PartialObjectMetadataList, but the requested object is not a list (*{}.{})",
+            res.version, res.kind
+        ))),
+        _ => Ok(obj),
+    }
+}
+
+/// A list reply as the Accept header asked: the kind's List, or a PartialObjectMetadataList.
+fn convert_list(
+    items: Vec<Value>,
+    list_meta: Value,
+    conversion: Option<Conversion>,
+    res: &ResourceInfo,
+) -> Result<Value, ApiError> {
+    match conversion {
+        Some(Conversion::MetadataList(av)) => {
+            let items: Vec<Value> = items.iter().map(|o| object::partial_metadata(o, av)).collect();
+            Ok(json!({"kind": "PartialObjectMetadataList", "apiVersion": av, "metadata": list_meta, "items": items}))
+        }
+        Some(Conversion::Metadata(_)) => Err(ApiError::not_acceptable(format!(
+            "you requested PartialObjectMetadata, but the requested object is a list (*{}.{})",
+            res.version, res.list_kind
+        ))),
+        _ => {
+            let items: Vec<Value> = items.into_iter().map(strip_item_type).collect();
+            Ok(json!({"kind": res.list_kind, "apiVersion": res.api_version(), "metadata": list_meta, "items": items}))
+        }
+    }
+}
+
 async fn resource_request(
     state: &Arc<State>,
     req: Request<hyper::body::Incoming>,
@@ -484,7 +521,11 @@ async fn resource_request(
         return Err(ApiError::not_found_path());
     }
     let accept = header_str(&headers, header::ACCEPT).to_string();
-    let table = table::wants_table(&accept);
+    let conversion = table::negotiate(&accept)?;
+    let table = match conversion {
+        Some(Conversion::Table(av)) => Some(av),
+        _ => None,
+    };
     let include = IncludeObject::parse(query.get("includeObject"));
     let reg = &state.registry;
     match info.subresource.as_deref() {
@@ -517,7 +558,7 @@ async fn resource_request(
                     &table::build(res, &[obj], include, av, true, json!({"resourceVersion": rv})),
                 ));
             }
-            Ok(respond_json(StatusCode::OK, &obj))
+            Ok(respond_json(StatusCode::OK, &convert_object(obj, conversion, res)?))
         }
         "list" => {
             let opts = list_options(query)?;
@@ -529,11 +570,7 @@ async fn resource_request(
             if let Some(av) = table {
                 return Ok(respond_json(StatusCode::OK, &table::build(res, &page.items, include, av, true, list_meta)));
             }
-            let items: Vec<Value> = page.items.into_iter().map(strip_item_type).collect();
-            Ok(respond_json(
-                StatusCode::OK,
-                &json!({"kind": res.list_kind, "apiVersion": res.api_version(), "metadata": list_meta, "items": items}),
-            ))
+            Ok(respond_json(StatusCode::OK, &convert_list(page.items, list_meta, conversion, res)?))
         }
         "watch" => {
             let mut opts = list_options(query)?;
@@ -559,6 +596,11 @@ async fn resource_request(
                 send_initial_events,
                 timeout,
                 table: table.map(|av| (av, include)),
+                // Upstream sends whole objects when a watch asks for PartialObjectMetadataList.
+                metadata: match conversion {
+                    Some(Conversion::Metadata(av)) => Some(av),
+                    _ => None,
+                },
                 bookmark_interval: state.bookmark_interval,
             };
             let rx = watch::start(reg.clone(), res, params, state.cancel.clone())?;
@@ -577,6 +619,7 @@ async fn resource_request(
             let (headers, body) = read_request_body(req).await?;
             let obj = decode_body(&headers, &body)?;
             let created = reg.create(&mut ctx, obj).await?;
+            let created = convert_object(created, conversion, res)?;
             Ok(with_warnings(respond_json(StatusCode::CREATED, &created), &ctx.warnings))
         }
         "update" => {
@@ -584,7 +627,7 @@ async fn resource_request(
             let obj = decode_body(&headers, &body)?;
             let (obj, created) = reg.update(&mut ctx, &name, obj).await?;
             let code = if created { StatusCode::CREATED } else { StatusCode::OK };
-            Ok(with_warnings(respond_json(code, &obj), &ctx.warnings))
+            Ok(with_warnings(respond_json(code, &convert_object(obj, conversion, res)?), &ctx.warnings))
         }
         "patch" => {
             let (headers, body) = read_request_body(req).await?;
@@ -611,7 +654,7 @@ async fn resource_request(
             };
             let (obj, created) = reg.patch(&mut ctx, &name, ptype, patch, query.bool("force")).await?;
             let code = if created { StatusCode::CREATED } else { StatusCode::OK };
-            Ok(with_warnings(respond_json(code, &obj), &ctx.warnings))
+            Ok(with_warnings(respond_json(code, &convert_object(obj, conversion, res)?), &ctx.warnings))
         }
         "delete" => {
             let (headers, body) = read_request_body(req).await?;
@@ -628,7 +671,7 @@ async fn resource_request(
             }
             let obj = reg.delete(&mut ctx, &name, &opts).await?;
             let code = if object::is_deleting(&obj) { StatusCode::ACCEPTED } else { StatusCode::OK };
-            Ok(respond_json(code, &obj))
+            Ok(respond_json(code, &convert_object(obj, conversion, res)?))
         }
         "deletecollection" => {
             let list = list_options(query)?;
@@ -642,11 +685,7 @@ async fn resource_request(
                 opts.propagation_policy = Some(p.to_string());
             }
             let deleted = reg.delete_collection(&mut ctx, &list, &opts).await?;
-            let items: Vec<Value> = deleted.into_iter().map(strip_item_type).collect();
-            Ok(respond_json(
-                StatusCode::OK,
-                &json!({"kind": res.list_kind, "apiVersion": res.api_version(), "metadata": {}, "items": items}),
-            ))
+            Ok(respond_json(StatusCode::OK, &convert_list(deleted, json!({}), conversion, res)?))
         }
         other => Err(ApiError::method_not_allowed(other, &info.resource)),
     }

@@ -100,30 +100,74 @@ pub fn storage_json_with_rv(value: &[u8], mod_revision: u64) -> Option<Vec<u8>> 
     splice_resource_version(value, mod_revision).or_else(|| restamp_resource_version(value, mod_revision))
 }
 
-/// The common case of [`storage_json_with_rv`] without rebuilding anything: stored objects carry
-/// no `resourceVersion` ([`to_storage`] takes it out), so the stamp goes in front of metadata's
-/// closing brace and every other byte is copied as stored. Declines (`None`) when metadata is
-/// missing or not an object, or when its text mentions `"resourceVersion"` at all.
-fn splice_resource_version(value: &[u8], mod_revision: u64) -> Option<Vec<u8>> {
+/// The metadata's JSON text inside stored bytes, borrowed from them (`None`: the bytes are not
+/// an object with one `metadata` key, or it is not an object).
+fn stored_metadata(value: &[u8]) -> Option<Option<&str>> {
     use serde_json::value::RawValue;
     #[derive(serde::Deserialize)]
     struct Top<'a> {
         #[serde(borrow)]
         metadata: Option<&'a RawValue>,
     }
-    let md = serde_json::from_slice::<Top<'_>>(value).ok()?.metadata?.get();
+    let md = serde_json::from_slice::<Top<'_>>(value).ok()?.metadata.map(RawValue::get);
+    match md {
+        Some(m) if !m.starts_with('{') => None,
+        md => Some(md),
+    }
+}
+
+/// Metadata's JSON text with `resourceVersion` set. What we store never has one
+/// ([`to_storage`] takes it out), so it is spliced in front of the closing brace; text that
+/// mentions `"resourceVersion"` anywhere is decoded, stamped and encoded again instead.
+fn metadata_with_rv(md: &str, mod_revision: u64) -> Option<String> {
     let inner = md.strip_prefix('{')?.strip_suffix('}')?;
     if md.contains("\"resourceVersion\"") {
-        return None;
+        use serde_json::value::RawValue;
+        let rv = RawValue::from_string(format!("\"{mod_revision}\"")).ok()?;
+        let mut map: indexmap::IndexMap<String, &RawValue> = serde_json::from_str(md).ok()?;
+        map.insert("resourceVersion".into(), &rv);
+        return serde_json::to_string(&map).ok();
     }
-    // The raw metadata text borrows from `value`: where it ends there is metadata's `}`.
-    let close = (md.as_ptr() as usize).checked_sub(value.as_ptr() as usize)? + md.len() - 1;
-    let stamp = format!("{}\"resourceVersion\":\"{mod_revision}\"", if inner.trim().is_empty() { "" } else { "," });
-    let mut out = Vec::with_capacity(value.len() + stamp.len());
-    out.extend_from_slice(value.get(..close)?);
-    out.extend_from_slice(stamp.as_bytes());
-    out.extend_from_slice(value.get(close..)?);
+    let comma = if inner.trim().is_empty() { "" } else { "," };
+    Some(format!("{{{inner}{comma}\"resourceVersion\":\"{mod_revision}\"}}"))
+}
+
+/// The common case of [`storage_json_with_rv`] without rebuilding the object: the stamped
+/// metadata replaces the stored one and every other byte is copied as stored. Declines (`None`)
+/// when metadata is missing or not an object.
+fn splice_resource_version(value: &[u8], mod_revision: u64) -> Option<Vec<u8>> {
+    let md = stored_metadata(value)??;
+    // The metadata text borrows from `value`: that gives where it starts and ends.
+    let start = (md.as_ptr() as usize).checked_sub(value.as_ptr() as usize)?;
+    let stamped = metadata_with_rv(md, mod_revision)?;
+    let mut out = Vec::with_capacity(value.len() + stamped.len() - md.len());
+    out.extend_from_slice(value.get(..start)?);
+    out.extend_from_slice(stamped.as_bytes());
+    out.extend_from_slice(value.get(start + md.len()..)?);
     Some(out)
+}
+
+/// Stored bytes as a `PartialObjectMetadata` of `api_version` (`meta.k8s.io/v1` or `v1beta1`)
+/// with the resourceVersion stamped: what a metadata-only watch sends, without decoding more
+/// than the metadata.
+pub fn stored_partial_metadata(value: &[u8], mod_revision: u64, api_version: &str) -> Option<Vec<u8>> {
+    let md = metadata_with_rv(stored_metadata(value)?.unwrap_or("{}"), mod_revision)?;
+    let mut out = Vec::with_capacity(md.len() + api_version.len() + 48);
+    out.extend_from_slice(br#"{"kind":"PartialObjectMetadata","apiVersion":""#);
+    out.extend_from_slice(api_version.as_bytes());
+    out.extend_from_slice(br#"","metadata":"#);
+    out.extend_from_slice(md.as_bytes());
+    out.push(b'}');
+    Some(out)
+}
+
+/// An object as a `PartialObjectMetadata` of `api_version`: kind, apiVersion and its metadata.
+pub fn partial_metadata(obj: &Value, api_version: &str) -> Value {
+    serde_json::json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": api_version,
+        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| serde_json::json!({})),
+    })
 }
 
 /// [`storage_json_with_rv`] by decoding the top level and metadata (raw values kept as they are)
@@ -267,7 +311,7 @@ mod tests {
             Bytes::from_static(br#"{"kind":"X","metadata":{ }}"#),
             to_storage(&json!({"kind": "X"})),
             to_storage(&json!({"kind": "X", "metadata": "not an object"})),
-            // Mentions of resourceVersion take the slow way (which replaces a stored one).
+            // Mentions of resourceVersion are decoded and stamped (a stored one is replaced).
             Bytes::from_static(br#"{"metadata":{"name":"a","resourceVersion":"1"}}"#),
             to_storage(&json!({"metadata": {"annotations": {"resourceVersion": "x"}}})),
             Bytes::from_static(br#"{"metadata":{"name":"a"},"metadata":{"name":"b"}}"#),
@@ -288,10 +332,29 @@ mod tests {
             spliced.as_deref(),
             Some(&br#"{"kind":"X","metadata":{"name":"a","resourceVersion":"9"},"data":{}}"#[..])
         );
-        let untouched = [&br#"{"metadata":{"name":"a","resourceVersion":"1"}}"#[..], br#"{"kind":"X"}"#, b"[]"];
+        let untouched = [&br#"{"metadata":"x"}"#[..], br#"{"kind":"X"}"#, b"[]"];
         for stored in untouched {
             assert!(splice_resource_version(stored, 9).is_none(), "{}", String::from_utf8_lossy(stored));
         }
+    }
+
+    #[test]
+    fn stored_bytes_become_partial_object_metadata_without_the_rest() {
+        let objects = [
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "labels": {"k": "v"}}, "data": {"x": "y"}}),
+            json!({"kind": "X"}),
+            json!({"kind": "X", "metadata": {"annotations": {"resourceVersion": "x"}}}),
+        ];
+        for obj in objects {
+            let stored = to_storage(&obj);
+            let raw = stored_partial_metadata(&stored, 5, "meta.k8s.io/v1").expect("partial");
+            let raw: Value = serde_json::from_slice(&raw).expect("json");
+            let decoded = from_storage(&stored, 5).expect("decode");
+            assert_eq!(raw, partial_metadata(&decoded, "meta.k8s.io/v1"));
+            assert_eq!(raw["metadata"]["resourceVersion"], "5");
+            assert!(raw.get("data").is_none());
+        }
+        assert!(stored_partial_metadata(br#"{"metadata":[]}"#, 5, "meta.k8s.io/v1").is_none());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `meta.k8s.io/v1` Tables for `kubectl get` (server-side printing).
 
+use crate::error::ApiError;
 use k1s_api::printers;
 use k1s_api::ResourceInfo;
 use serde_json::{json, Value};
@@ -21,33 +22,63 @@ impl IncludeObject {
     }
 }
 
-/// Whether an Accept header asks for a Table (`as=Table;g=meta.k8s.io;v=v1|v1beta1`).
-/// Returns the Table's apiVersion to answer with.
-pub fn wants_table(accept: &str) -> Option<&'static str> {
-    for part in accept.split(',') {
-        let params: Vec<&str> = part.split(';').map(str::trim).collect();
-        let has = |p: &str| params.contains(&p);
-        if has("as=Table") && has("g=meta.k8s.io") {
-            if has("v=v1") {
-                return Some("meta.k8s.io/v1");
-            }
-            if has("v=v1beta1") {
-                return Some("meta.k8s.io/v1beta1");
+/// What an Accept header asks the reply to be turned into: upstream's `as=…;g=meta.k8s.io;v=…`
+/// media type parameters. Each carries the apiVersion to answer with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Conversion {
+    /// `as=Table`: server-side printing.
+    Table(&'static str),
+    /// `as=PartialObjectMetadata`: an object's metadata only (also each object of a watch).
+    Metadata(&'static str),
+    /// `as=PartialObjectMetadataList`: a list of its items' metadata only.
+    MetadataList(&'static str),
+}
+
+/// The conversion the first acceptable clause of an Accept header asks for; `None` is the object
+/// as it is. Clauses asking for a conversion that does not exist are passed over, as upstream's
+/// negotiation does, and an Accept header with nothing else is refused (406).
+pub fn negotiate(accept: &str) -> Result<Option<Conversion>, ApiError> {
+    let mut passed_over = false;
+    for clause in accept.split(',') {
+        let (mut as_, mut group, mut version) = (None, None, None);
+        for param in clause.split(';').skip(1) {
+            match param.trim().split_once('=') {
+                Some(("as", v)) => as_ = Some(v),
+                Some(("g", v)) => group = Some(v),
+                Some(("v", v)) => version = Some(v),
+                _ => {}
             }
         }
+        let Some(as_) = as_ else { return Ok(None) };
+        let api_version = match (group, version) {
+            (Some("meta.k8s.io"), Some("v1")) => Some("meta.k8s.io/v1"),
+            (Some("meta.k8s.io"), Some("v1beta1")) => Some("meta.k8s.io/v1beta1"),
+            _ => None,
+        };
+        let conversion = api_version.and_then(|av| match as_ {
+            "Table" => Some(Conversion::Table(av)),
+            "PartialObjectMetadata" => Some(Conversion::Metadata(av)),
+            "PartialObjectMetadataList" => Some(Conversion::MetadataList(av)),
+            _ => None,
+        });
+        match conversion {
+            Some(c) => return Ok(Some(c)),
+            None => passed_over = true,
+        }
     }
-    None
+    if passed_over {
+        return Err(ApiError::not_acceptable(
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+        ));
+    }
+    Ok(None)
 }
 
 fn row_object(obj: &Value, include: IncludeObject, api_version: &str) -> Value {
     match include {
         IncludeObject::None => Value::Null,
         IncludeObject::Object => obj.clone(),
-        IncludeObject::Metadata => json!({
-            "kind": "PartialObjectMetadata",
-            "apiVersion": api_version,
-            "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
-        }),
+        IncludeObject::Metadata => crate::object::partial_metadata(obj, api_version),
     }
 }
 
@@ -100,11 +131,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn accept_header_selects_table_version() {
+    fn accept_header_selects_the_conversion_of_its_first_acceptable_clause() {
+        use Conversion::*;
+        let ok = |a: &str| negotiate(a).expect(a);
         assert_eq!(
-            wants_table("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"),
-            Some("meta.k8s.io/v1")
+            ok("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"),
+            Some(Table("meta.k8s.io/v1"))
         );
-        assert_eq!(wants_table("application/json"), None);
+        assert_eq!(ok("application/json; as=Table; g=meta.k8s.io; v=v1beta1"), Some(Table("meta.k8s.io/v1beta1")));
+        assert_eq!(
+            ok("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"),
+            Some(Metadata("meta.k8s.io/v1"))
+        );
+        assert_eq!(
+            ok("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1"),
+            Some(MetadataList("meta.k8s.io/v1beta1"))
+        );
+        assert_eq!(ok("application/json"), None);
+        assert_eq!(ok(""), None);
+        assert_eq!(ok("*/*"), None);
+        // The first clause wins; unknown conversions are passed over.
+        assert_eq!(ok("application/json,application/json;as=Table;g=meta.k8s.io;v=v1"), None);
+        assert_eq!(ok("application/json;as=Nope;g=meta.k8s.io;v=v1,application/json"), None);
+        assert_eq!(
+            ok("application/json;as=Table;g=apps;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"),
+            Some(Metadata("meta.k8s.io/v1"))
+        );
+        let refused = negotiate("application/json;as=Nope;g=meta.k8s.io;v=v1").expect_err("nothing acceptable");
+        assert_eq!((refused.code, refused.reason), (406, "NotAcceptable"));
     }
 }

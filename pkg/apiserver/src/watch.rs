@@ -23,19 +23,23 @@ pub struct WatchParams {
     pub timeout: Duration,
     /// Answer with one-row Tables instead of objects.
     pub table: Option<(&'static str, IncludeObject)>,
+    /// Send each object as a PartialObjectMetadata of this apiVersion.
+    pub metadata: Option<&'static str>,
     pub bookmark_interval: Duration,
 }
 
 struct Encoder {
     info: &'static ResourceInfo,
     table: Option<(&'static str, IncludeObject)>,
+    /// PartialObjectMetadata's apiVersion, for a metadata-only watch.
+    metadata: Option<&'static str>,
     columns_sent: bool,
 }
 
 impl Encoder {
     fn frame(&mut self, kind: &str, obj: Value) -> Bytes {
-        let obj = match (self.table, kind) {
-            (Some((av, inc)), "ADDED" | "MODIFIED" | "DELETED") => {
+        let obj = match (self.table, self.metadata, kind) {
+            (Some((av, inc)), _, "ADDED" | "MODIFIED" | "DELETED") => {
                 let with_columns = !self.columns_sent;
                 self.columns_sent = true;
                 table::build(
@@ -49,6 +53,7 @@ impl Encoder {
                     }),
                 )
             }
+            (None, Some(av), "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK") => object::partial_metadata(&obj, av),
             _ => obj,
         };
         let mut line = serde_json::to_vec(&json!({"type": kind, "object": obj})).unwrap_or_default();
@@ -58,7 +63,10 @@ impl Encoder {
 
     /// A frame for a stored object, without decoding more of it than its metadata.
     fn raw_frame(&self, kind: &str, stored: &[u8], revision: u64) -> Option<Bytes> {
-        let obj = object::storage_json_with_rv(stored, revision)?;
+        let obj = match self.metadata {
+            Some(av) => object::stored_partial_metadata(stored, revision, av)?,
+            None => object::storage_json_with_rv(stored, revision)?,
+        };
         let mut line = Vec::with_capacity(obj.len() + kind.len() + 24);
         line.extend_from_slice(b"{\"type\":\"");
         line.extend_from_slice(kind.as_bytes());
@@ -156,7 +164,7 @@ async fn run(
     tx: mpsc::Sender<Bytes>,
     cancel: CancellationToken,
 ) -> Result<(), WatchEnd> {
-    let mut enc = Encoder { info, table: params.table, columns_sent: false };
+    let mut enc = Encoder { info, table: params.table, metadata: params.metadata, columns_sent: false };
     let send = |b: Bytes| {
         let tx = tx.clone();
         async move { tx.send(b).await.map_err(|_| WatchEnd::Gone) }

@@ -228,6 +228,14 @@ impl Server {
         content_type: Option<&str>,
         body: Option<&Path>,
     ) -> (u16, serde_json::Value) {
+        let header = content_type.map(|ct| format!("Content-Type: {ct}"));
+        let (code, text) = self.curl_text(method, path, header.as_slice(), body);
+        (code, serde_json::from_str(&text).unwrap_or(serde_json::Value::Null))
+    }
+
+    /// A raw HTTPS request with the admin certificate and `headers` ("Name: value"): (status,
+    /// body text).
+    pub fn curl_text(&self, method: &str, path: &str, headers: &[String], body: Option<&Path>) -> (u16, String) {
         let tls = self.tls();
         let mut c = Command::new("curl");
         c.args(["-sS", "-o", "-", "-w", "\n%{http_code}", "-X", method])
@@ -237,8 +245,8 @@ impl Server {
             .arg(tls.join("client-admin.crt"))
             .arg("--key")
             .arg(tls.join("client-admin.key"));
-        if let Some(ct) = content_type {
-            c.arg("-H").arg(format!("Content-Type: {ct}"));
+        for h in headers {
+            c.arg("-H").arg(h);
         }
         if let Some(b) = body {
             c.arg("--data-binary").arg(format!("@{}", b.display()));
@@ -247,7 +255,7 @@ impl Server {
         let out = c.output().expect("curl");
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
-        (code.trim().parse().unwrap_or(0), serde_json::from_str(body).unwrap_or(serde_json::Value::Null))
+        (code.trim().parse().unwrap_or(0), body.to_string())
     }
 
     /// Same as `curl` without a client certificate.
