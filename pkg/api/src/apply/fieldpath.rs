@@ -321,10 +321,19 @@ impl<'a> Trie<'a> {
         self.prune(parent);
     }
 
-    /// Makes the field at `path` no longer a member (`FieldSet::remove`), keeping what is under it.
-    pub(crate) fn unmark(&mut self, path: &[&str]) {
-        if let Some(n) = self.at_mut(path) {
-            n.member = false;
+    /// Makes each field `names` under `path` no longer a member (`FieldSet::remove`), keeping
+    /// what is under it; walks to `path` once, not once per name.
+    pub(crate) fn unmark_all(&mut self, path: &[&str], names: &[&str]) {
+        if let Some(node) = self.at_mut(path) {
+            for name in names {
+                let key = PathElement::field(name);
+                if let Some(child) = node.children.get_mut(&key) {
+                    child.member = false;
+                    if child.children.is_empty() {
+                        node.children.remove(&key);
+                    }
+                }
+            }
         }
         self.prune(path);
     }

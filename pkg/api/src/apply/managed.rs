@@ -223,12 +223,8 @@ const STRIPPED_METADATA: [&str; 9] = [
 
 /// Removes the fields no manager ever owns (upstream's `stripMetaManager`) from a trie.
 pub(crate) fn strip_meta_trie(trie: &mut Trie<'_>) {
-    for top in ["apiVersion", "kind", "metadata"] {
-        trie.unmark(&[top]);
-    }
-    for f in STRIPPED_METADATA {
-        trie.unmark(&["metadata", f]);
-    }
+    trie.unmark_all(&[], &["apiVersion", "kind", "metadata"]);
+    trie.unmark_all(&["metadata"], &STRIPPED_METADATA);
 }
 
 /// The same for a set.
