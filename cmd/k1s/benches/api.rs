@@ -180,7 +180,8 @@ fn run(rt: &tokio::runtime::Runtime, conns: &[Conn], server_pid: &str, total: us
             let mut send = conns[c % conns.len()].clone();
             tasks.push(tokio::spawn(async move {
                 let mut lat = Vec::new();
-                for i in 0..total / CLIENTS {
+                // `total` exactly: the first `total % CLIENTS` clients send one more.
+                for i in 0..total / CLIENTS + usize::from(c < total % CLIENTS) {
                     let req = request(phase, c, i);
                     let t = Instant::now();
                     send.ready().await.expect("ready");
