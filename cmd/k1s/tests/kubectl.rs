@@ -208,24 +208,21 @@ fn metadata_only_replies_for_get_list_watch_as_client_go_and_kube_rs_ask() {
     let cms = "/api/v1/namespaces/default/configmaps";
     let parse = |t: &str| serde_json::from_str::<serde_json::Value>(t).expect(t);
 
-    let (code, text) = s.curl_text("GET", &format!("{cms}/meta"), &as_metadata, None);
-    let one = parse(&text);
-    assert_eq!(code, 200, "{text}");
-    assert_eq!(
-        (one["kind"].as_str(), one["apiVersion"].as_str()),
-        (Some("PartialObjectMetadata"), Some("meta.k8s.io/v1"))
-    );
+    // GET `path` as `headers` ask: 200 with a `kind` of meta.k8s.io/v1; the reply and its text.
+    let get_as = |path: &str, headers: &[String], kind: &str| {
+        let (code, text) = s.curl_text("GET", path, headers, None);
+        let v = parse(&text);
+        assert_eq!(code, 200, "{text}");
+        assert_eq!((v["kind"].as_str(), v["apiVersion"].as_str()), (Some(kind), Some("meta.k8s.io/v1")), "{text}");
+        (v, text)
+    };
+    let (one, text) = get_as(&format!("{cms}/meta"), &as_metadata, "PartialObjectMetadata");
     assert_eq!(one["metadata"]["labels"]["app"], "web");
     assert!(one["metadata"]["resourceVersion"].as_str().is_some_and(|rv| !rv.is_empty()), "{one}");
     assert!(one.get("data").is_none() && !text.contains("payload"), "{text}");
 
-    let (code, text) = s.curl_text("GET", &format!("{cms}?labelSelector=app%3Dweb"), &as_metadata_list, None);
-    let list = parse(&text);
-    assert_eq!(code, 200, "{text}");
-    assert_eq!(
-        (list["kind"].as_str(), list["apiVersion"].as_str()),
-        (Some("PartialObjectMetadataList"), Some("meta.k8s.io/v1"))
-    );
+    let (list, text) =
+        get_as(&format!("{cms}?labelSelector=app%3Dweb"), &as_metadata_list, "PartialObjectMetadataList");
     assert!(list["metadata"]["resourceVersion"].as_str().is_some(), "{list}");
     let items = list["items"].as_array().expect("items");
     assert_eq!(items.len(), 1, "{list}");
