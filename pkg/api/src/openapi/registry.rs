@@ -40,8 +40,9 @@ impl Gvk {
 pub(super) struct Registry {
     /// Definition name ▶ v3 schema, sorted by name.
     pub schemas: Map<String, Value>,
-    /// Every GVK carried by a definition ▶ that definition's name.
-    pub by_gvk: HashMap<Gvk, String>,
+    /// Kind ▶ every GVK of that kind carried by a definition, with that definition's name (keyed
+    /// by kind so a lookup borrows its strings instead of building a key).
+    pub by_gvk: HashMap<String, Vec<(Gvk, String)>>,
 }
 
 impl Registry {
@@ -70,13 +71,16 @@ impl Registry {
         let _ = generator.subschema_for::<authentication::v1::TokenRequest>();
         let mut schemas = generator.take_definitions(false);
 
-        let mut by_gvk = HashMap::new();
+        let mut by_gvk: HashMap<String, Vec<(Gvk, String)>> = HashMap::new();
         let mut tag = |schemas: &mut Map<String, Value>, name: &str, gvks: Vec<Gvk>| {
             if let Some(Value::Object(def)) = schemas.get_mut(name) {
                 let list: Vec<Value> = gvks.iter().map(Gvk::to_value).collect();
                 def.insert("x-kubernetes-group-version-kind".into(), Value::Array(list));
                 for gvk in gvks {
-                    by_gvk.entry(gvk).or_insert_with(|| name.to_string());
+                    let same_kind = by_gvk.entry(gvk.kind.clone()).or_default();
+                    if !same_kind.iter().any(|(g, _)| *g == gvk) {
+                        same_kind.push((gvk, name.to_string()));
+                    }
                 }
             }
         };
@@ -136,7 +140,8 @@ impl Registry {
 
     /// The definition name of a GVK.
     pub fn name_of(&self, group: &str, version: &str, kind: &str) -> Option<&str> {
-        self.by_gvk.get(&Gvk::new(group, version, kind)).map(String::as_str)
+        let same_kind = self.by_gvk.get(kind)?;
+        same_kind.iter().find(|(g, _)| g.group == group && g.version == version).map(|(_, name)| name.as_str())
     }
 }
 
