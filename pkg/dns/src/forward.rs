@@ -174,18 +174,9 @@ mod tests {
     #[tokio::test]
     async fn udp_forwarding_relays_bytes_and_falls_back_to_tcp_on_truncation() {
         // A loopback "upstream": UDP answers truncated, TCP answers in full.
-        // The UDP port the kernel picks may be taken for TCP (by any other socket on the machine):
-        // then try another port.
-        let mut attempts = 0;
-        let (udp, tcp, addr) = loop {
-            let udp = UdpSocket::bind("127.0.0.1:0").await.expect("udp");
-            let addr = udp.local_addr().expect("addr");
-            match tokio::net::TcpListener::bind(addr).await {
-                Ok(tcp) => break (udp, tcp, addr),
-                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && attempts < 100 => attempts += 1,
-                Err(e) => panic!("tcp on the same port as udp {addr}: {e}"),
-            }
-        };
+        // The same port for both: a UDP port the kernel picks may be taken for TCP.
+        let (udp, tcp) = crate::server::bind("127.0.0.1:0".parse().expect("addr")).await.expect("udp and tcp");
+        let addr = udp.local_addr().expect("addr");
         tokio::spawn(async move {
             let mut buf = [0u8; 512];
             let (n, peer) = udp.recv_from(&mut buf).await.expect("recv");
