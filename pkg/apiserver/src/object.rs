@@ -54,8 +54,19 @@ pub fn is_deleting(obj: &Value) -> bool {
 
 /// RFC 3339 UTC timestamp at second precision, as Kubernetes `Time`.
 pub fn now_rfc3339() -> String {
+    thread_local! {
+        /// The last second formatted on this thread: every write stamps one or two timestamps,
+        /// and formatting one costs more than the rest of the stamping.
+        static LAST: std::cell::RefCell<(i64, String)> = const { std::cell::RefCell::new((i64::MIN, String::new())) };
+    }
     let now = jiff::Timestamp::now();
-    now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    LAST.with_borrow_mut(|(second, text)| {
+        if *second != now.as_second() {
+            *text = now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+            *second = now.as_second();
+        }
+        text.clone()
+    })
 }
 
 pub fn timestamp_after(seconds: i64) -> String {
@@ -273,6 +284,19 @@ pub fn field_string(obj: &Value, path: &str) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_cached_timestamp_is_the_current_second() {
+        for _ in 0..3 {
+            let before = jiff::Timestamp::now().as_second();
+            let text = now_rfc3339();
+            let after = jiff::Timestamp::now().as_second();
+            let t: jiff::Timestamp = text.parse().expect("RFC 3339");
+            assert!((before..=after).contains(&t.as_second()), "{text} outside [{before}, {after}]");
+            assert!(text.len() == 20 && text.ends_with('Z'), "{text}");
+            std::thread::sleep(std::time::Duration::from_millis(600));
+        }
+    }
 
     #[test]
     fn storage_round_trip_and_raw_stamping_agree() {

@@ -108,7 +108,9 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     let mkdir =
         |p: &PathBuf| std::fs::create_dir_all(p).map_err(|source| ServerError::DataDir { path: p.clone(), source });
     mkdir(&server_dir)?;
-    let store = Store::open(&server_dir.join("db"), StoreOptions::default())?;
+    // NamespaceLifecycle admission reads the namespace on every namespaced create.
+    let opts = StoreOptions { cached_prefixes: vec!["/registry/namespaces/".into()], ..StoreOptions::default() };
+    let store = Store::open(&server_dir.join("db"), opts)?;
 
     let mut sans = vec!["127.0.0.1".to_string(), "::1".to_string(), "localhost".to_string(), hostname()];
     sans.extend(config.tls_san.iter().cloned());

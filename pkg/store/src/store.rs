@@ -8,7 +8,7 @@ use rocksdb::{ColumnFamilyDescriptor, IteratorMode, Options, WriteBatch, WriteOp
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, RwLock};
 use tokio::sync::{broadcast, oneshot};
 
 const CF_KV: &str = "kv";
@@ -82,11 +82,15 @@ pub struct StoreOptions {
     pub sync: bool,
     /// Capacity of the in-memory event fan-out; slow watchers catch up from the log.
     pub fanout_capacity: usize,
+    /// Key prefixes whose current values are also kept in memory, so that `get` under them is a
+    /// map lookup. For small sets read on every request (namespaces); the cache is updated by the
+    /// writer before it acknowledges a write, so reads through it are as current as RocksDB's.
+    pub cached_prefixes: Vec<String>,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { sync: true, fanout_capacity: 16 * 1024 }
+        StoreOptions { sync: true, fanout_capacity: 16 * 1024, cached_prefixes: Vec::new() }
     }
 }
 
@@ -119,6 +123,38 @@ pub(crate) struct Inner {
     pub(crate) events: broadcast::Sender<Arc<Event>>,
     writes: AtomicU64,
     batches: AtomicU64,
+    cache: HotCache,
+}
+
+/// The current values of every key under `prefixes` (see `StoreOptions::cached_prefixes`).
+struct HotCache {
+    prefixes: Vec<String>,
+    values: RwLock<HashMap<String, KeyValue>>,
+}
+
+impl HotCache {
+    fn covers(&self, key: &str) -> bool {
+        self.prefixes.iter().any(|p| key.starts_with(p.as_str()))
+    }
+
+    fn get(&self, key: &str) -> Option<KeyValue> {
+        self.values.read().unwrap_or_else(|p| p.into_inner()).get(key).cloned()
+    }
+
+    /// Applies a committed batch's events, in revision order.
+    fn apply(&self, events: &[Event]) {
+        let mut hits = events.iter().filter(|ev| self.covers(&ev.kv.key)).peekable();
+        if hits.peek().is_none() {
+            return;
+        }
+        let mut values = self.values.write().unwrap_or_else(|p| p.into_inner());
+        for ev in hits {
+            match ev.kind {
+                EventKind::Delete => values.remove(&ev.kv.key),
+                EventKind::Create | EventKind::Update => values.insert(ev.kv.key.clone(), ev.kv.clone()),
+            };
+        }
+    }
 }
 
 /// Handle to the store; cheap to clone.
@@ -146,6 +182,22 @@ impl Store {
         let current = read_u64(META_REV)?;
         let compacted = read_u64(META_COMPACTED)?;
         let (events, _) = broadcast::channel(opts.fanout_capacity.max(16));
+        let mut cached = HashMap::new();
+        if let Some(kv_cf) = db.cf_handle(CF_KV) {
+            for prefix in &opts.cached_prefixes {
+                let start = IteratorMode::From(prefix.as_bytes(), rocksdb::Direction::Forward);
+                for item in db.iterator_cf(kv_cf, start) {
+                    let (k, v) = item.map_err(storage("open"))?;
+                    if !k.starts_with(prefix.as_bytes()) {
+                        break;
+                    }
+                    let key = String::from_utf8(k.to_vec()).map_err(|_| StoreError::Corrupt("key".into()))?;
+                    let kv = codec::decode_kv(key.as_bytes(), &v).ok_or_else(|| StoreError::Corrupt(key.clone()))?;
+                    cached.insert(key, kv);
+                }
+            }
+        }
+        let cache = HotCache { prefixes: opts.cached_prefixes.clone(), values: RwLock::new(cached) };
         let inner = Arc::new(Inner {
             db,
             current: AtomicU64::new(current),
@@ -153,6 +205,7 @@ impl Store {
             events,
             writes: AtomicU64::new(0),
             batches: AtomicU64::new(0),
+            cache,
         });
         let (tx, rx) = mpsc::channel();
         let w = inner.clone();
@@ -208,6 +261,9 @@ impl Store {
 
     /// Reads one key at the current revision.
     pub fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
+        if self.inner.cache.covers(key) {
+            return Ok(self.inner.cache.get(key));
+        }
         let raw = self.inner.db.get_pinned_cf(self.cf(CF_KV)?, key.as_bytes()).map_err(storage("get"))?;
         match raw {
             None => Ok(None),
@@ -529,6 +585,7 @@ fn commit(inner: &Inner, reqs: Vec<WriteReq>, wopts: &WriteOptions) {
             }
             return;
         }
+        inner.cache.apply(&events);
         inner.current.store(rev, Ordering::Release);
         inner.batches.fetch_add(1, Ordering::Relaxed);
         inner.writes.fetch_add(events.len() as u64, Ordering::Relaxed);

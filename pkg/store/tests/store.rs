@@ -8,6 +8,18 @@ fn open(dir: &std::path::Path) -> Store {
     Store::open(dir, StoreOptions::default()).expect("open")
 }
 
+/// Opens `dir` once the previous handle's writer thread has let go of the DB (it holds it until
+/// its channel closes).
+async fn reopen(dir: &std::path::Path, opts: impl Fn() -> StoreOptions) -> Store {
+    for _ in 0..250 {
+        match Store::open(dir, opts()) {
+            Ok(s) => return s,
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    panic!("store at {} still locked after 5 s", dir.display())
+}
+
 fn b(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
 }
@@ -140,13 +152,7 @@ async fn restart_keeps_values_revisions_and_the_event_log() {
         s.create("/r/a", b("1")).await.expect("create");
         s.update("/r/a", b("2"), None).await.expect("update");
     }
-    // The writer thread holds the DB until its channel closes; give it a moment.
-    let s = loop {
-        match Store::open(dir.path(), StoreOptions::default()) {
-            Ok(s) => break s,
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    };
+    let s = reopen(dir.path(), StoreOptions::default).await;
     assert_eq!(s.current_revision(), 2);
     let kv = s.get("/r/a").expect("get").expect("present");
     assert_eq!((kv.mod_revision, kv.value.clone()), (2, b("2")));
@@ -170,4 +176,40 @@ async fn concurrent_writes_share_synced_batches() {
     assert_eq!(st.writes, 200);
     assert!(st.batches < 200, "expected group commit, got {st:?}");
     assert_eq!(s.list("/r/", None, 0, None).expect("list").items.len(), 200);
+}
+
+#[tokio::test]
+async fn cached_prefixes_read_like_rocksdb_through_writes_failures_and_reopen() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let opts = || StoreOptions { cached_prefixes: vec!["/ns/".into()], ..StoreOptions::default() };
+    {
+        let s = Store::open(dir.path(), opts()).expect("open");
+        s.create("/ns/a", b("a1")).await.expect("create");
+        s.create("/ns/b", b("b1")).await.expect("create");
+        s.create("/other/a", b("x")).await.expect("create");
+        let u = s.update("/ns/a", b("a2"), None).await.expect("update");
+        let got = s.get("/ns/a").expect("get").expect("present");
+        assert_eq!((got.value, got.mod_revision, got.version, got.create_revision), (b("a2"), u.mod_revision, 2, 1));
+        // A failed transaction changes nothing, in the cache either.
+        let res = s
+            .txn(vec![
+                Op::Update { key: "/ns/b".into(), value: b("b2"), expected: None },
+                Op::Create { key: "/ns/a".into(), value: b("again") },
+            ])
+            .await;
+        assert!(matches!(res, Err(StoreError::AlreadyExists(_))));
+        assert_eq!(s.get("/ns/b").expect("get").map(|kv| kv.value), Some(b("b1")));
+        s.delete("/ns/b", None).await.expect("delete");
+        assert_eq!(s.get("/ns/b").expect("get"), None);
+        assert_eq!(s.get("/ns/missing").expect("get"), None);
+    }
+    // Reopened, with and without the cache: both read what RocksDB holds.
+    let cached = reopen(dir.path(), opts).await;
+    let a = cached.get("/ns/a").expect("get");
+    assert_eq!(a.as_ref().map(|kv| (kv.value.clone(), kv.version)), Some((b("a2"), 2)));
+    assert_eq!(cached.get("/ns/b").expect("get"), None);
+    assert_eq!(cached.get("/other/a").expect("get").map(|kv| kv.value), Some(b("x")));
+    drop(cached);
+    let plain = reopen(dir.path(), StoreOptions::default).await;
+    assert_eq!(plain.get("/ns/a").expect("get"), a);
 }
