@@ -9,7 +9,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, RwLock};
-use tokio::sync::{broadcast, oneshot};
+use std::sync::{Mutex, Weak};
+use tokio::sync::{oneshot, Notify};
 
 const CF_KV: &str = "kv";
 const CF_LOG: &str = "log";
@@ -120,10 +121,54 @@ pub(crate) struct Inner {
     pub(crate) db: DB,
     pub(crate) current: AtomicU64,
     pub(crate) compacted: AtomicU64,
-    pub(crate) events: broadcast::Sender<Arc<Event>>,
+    /// Live watchers, each with the prefix it wants (see [`Subscription`]).
+    subscriptions: Mutex<Vec<Weak<Subscription>>>,
+    fanout_capacity: usize,
     writes: AtomicU64,
     batches: AtomicU64,
     cache: HotCache,
+}
+
+/// A watcher's live feed: the writer queues the committed events under `prefix` and wakes the
+/// watcher, so a write wakes only the watchers that want it (not every watch of every resource).
+pub(crate) struct Subscription {
+    pub(crate) prefix: String,
+    pub(crate) queue: Mutex<LiveQueue>,
+    pub(crate) notify: Notify,
+}
+
+#[derive(Default)]
+pub(crate) struct LiveQueue {
+    pub(crate) events: Vec<Arc<Event>>,
+    /// More than the fan-out capacity piled up: the queue was dropped and the watcher must catch
+    /// up from the log.
+    pub(crate) lagged: bool,
+}
+
+impl Inner {
+    /// Queues a committed batch for the watchers whose prefix it touches, and wakes them. Runs
+    /// before the batch's revision becomes current (see `Watcher::revision`).
+    fn fan_out(&self, events: &[Arc<Event>]) {
+        let mut subs = self.subscriptions.lock().unwrap_or_else(|p| p.into_inner());
+        subs.retain(|w| w.strong_count() > 0);
+        for sub in subs.iter().filter_map(Weak::upgrade) {
+            let mut wanted = events.iter().filter(|ev| ev.kv.key.starts_with(sub.prefix.as_str())).peekable();
+            if wanted.peek().is_none() {
+                continue;
+            }
+            {
+                let mut q = sub.queue.lock().unwrap_or_else(|p| p.into_inner());
+                if !q.lagged {
+                    q.events.extend(wanted.cloned());
+                    if q.events.len() > self.fanout_capacity {
+                        q.events = Vec::new();
+                        q.lagged = true;
+                    }
+                }
+            }
+            sub.notify.notify_one();
+        }
+    }
 }
 
 /// The current values of every key under `prefixes` (see `StoreOptions::cached_prefixes`).
@@ -181,7 +226,6 @@ impl Store {
         };
         let current = read_u64(META_REV)?;
         let compacted = read_u64(META_COMPACTED)?;
-        let (events, _) = broadcast::channel(opts.fanout_capacity.max(16));
         let mut cached = HashMap::new();
         if let Some(kv_cf) = db.cf_handle(CF_KV) {
             for prefix in &opts.cached_prefixes {
@@ -202,7 +246,8 @@ impl Store {
             db,
             current: AtomicU64::new(current),
             compacted: AtomicU64::new(compacted),
-            events,
+            subscriptions: Mutex::new(Vec::new()),
+            fanout_capacity: opts.fanout_capacity.max(16),
             writes: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             cache,
@@ -409,8 +454,15 @@ impl Store {
         Ok(Watcher::new(self.clone(), prefix.to_string(), after))
     }
 
-    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
-        self.inner.events.subscribe()
+    /// Registers a live feed of the events under `prefix` committed from now on.
+    pub(crate) fn subscribe(&self, prefix: &str) -> Arc<Subscription> {
+        let sub = Arc::new(Subscription {
+            prefix: prefix.to_string(),
+            queue: Mutex::new(LiveQueue::default()),
+            notify: Notify::new(),
+        });
+        self.inner.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).push(Arc::downgrade(&sub));
+        sub
     }
 
     /// Drops event-log entries up to and including `rev`; watches from earlier revisions then
@@ -586,13 +638,11 @@ fn commit(inner: &Inner, reqs: Vec<WriteReq>, wopts: &WriteOptions) {
             return;
         }
         inner.cache.apply(&events);
+        let events: Vec<Arc<Event>> = events.into_iter().map(Arc::new).collect();
+        inner.fan_out(&events);
         inner.current.store(rev, Ordering::Release);
         inner.batches.fetch_add(1, Ordering::Relaxed);
         inner.writes.fetch_add(events.len() as u64, Ordering::Relaxed);
-        for ev in events {
-            // No receivers is fine: nobody is watching.
-            let _ = inner.events.send(Arc::new(ev));
-        }
     }
     for (reply, res) in outcomes {
         let _ = reply.send(res);

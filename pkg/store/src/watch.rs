@@ -1,10 +1,9 @@
 //! Watches: replay from the event log, then follow the live fan-out; a watcher that falls
 //! behind the fan-out catches up from the log instead of losing events.
 
-use crate::store::{KeyValue, Store, StoreError};
+use crate::store::{KeyValue, Store, StoreError, Subscription};
 use std::collections::VecDeque;
 use std::sync::Arc;
-use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventKind {
@@ -29,9 +28,9 @@ const LOG_PAGE: usize = 1024;
 pub struct Watcher {
     store: Store,
     prefix: String,
-    /// Every event with a revision up to here was delivered, queued or filtered out.
+    /// Every event under the prefix with a revision up to here was delivered or queued.
     scanned: u64,
-    rx: broadcast::Receiver<Arc<Event>>,
+    live: Arc<Subscription>,
     backlog: VecDeque<Arc<Event>>,
     /// Whether events must come from the log (start-up replay, or after lagging).
     from_log: bool,
@@ -40,34 +39,38 @@ pub struct Watcher {
 impl Watcher {
     pub(crate) fn new(store: Store, prefix: String, after: u64) -> Watcher {
         // Subscribe before reading the log so no event falls between the two.
-        let rx = store.subscribe();
-        Watcher { store, prefix, scanned: after, rx, backlog: VecDeque::new(), from_log: true }
+        let live = store.subscribe(&prefix);
+        Watcher { store, prefix, scanned: after, live, backlog: VecDeque::new(), from_log: true }
     }
 
     /// A revision this watch has fully observed: nothing at or below it remains undelivered.
     /// Suitable for bookmarks.
     pub fn revision(&self) -> u64 {
-        match self.backlog.front() {
-            Some(ev) => ev.revision - 1,
-            None => self.scanned,
+        if let Some(ev) = self.backlog.front() {
+            return ev.revision - 1;
+        }
+        if self.from_log {
+            return self.scanned;
+        }
+        // The writer queues a batch's events before making its revision current: with nothing
+        // queued, every event up to the current revision has been seen.
+        let current = self.store.current_revision();
+        let q = self.live.queue.lock().unwrap_or_else(|p| p.into_inner());
+        // (Queued events the log already delivered do not count.)
+        if q.lagged || q.events.iter().any(|ev| ev.revision > self.scanned) {
+            self.scanned
+        } else {
+            self.scanned.max(current)
         }
     }
 
-    /// Next event; `Err(Compacted)` if the watcher fell behind a compaction, `Err(Closed)` at shutdown.
+    /// Next event; `Err(Compacted)` if the watcher fell behind a compaction.
     pub async fn next(&mut self) -> Result<Arc<Event>, StoreError> {
         loop {
-            if let Some(ev) = self.ready()? {
+            if let Some(ev) = self.try_next()? {
                 return Ok(ev);
             }
-            match self.rx.recv().await {
-                Ok(ev) => {
-                    if let Some(ev) = self.accept(ev) {
-                        return Ok(ev);
-                    }
-                }
-                Err(RecvError::Lagged(_)) => self.from_log = true,
-                Err(RecvError::Closed) => return Err(StoreError::Closed),
-            }
+            self.live.notify.notified().await;
         }
     }
 
@@ -78,15 +81,8 @@ impl Watcher {
             if let Some(ev) = self.ready()? {
                 return Ok(Some(ev));
             }
-            match self.rx.try_recv() {
-                Ok(ev) => {
-                    if let Some(ev) = self.accept(ev) {
-                        return Ok(Some(ev));
-                    }
-                }
-                Err(TryRecvError::Lagged(_)) => self.from_log = true,
-                Err(TryRecvError::Empty) => return Ok(None),
-                Err(TryRecvError::Closed) => return Err(StoreError::Closed),
+            if !self.take_live() {
+                return Ok(None);
             }
         }
     }
@@ -112,12 +108,24 @@ impl Watcher {
         }
     }
 
-    /// A live event, unless the log already delivered it or it is outside the prefix.
-    fn accept(&mut self, ev: Arc<Event>) -> Option<Arc<Event>> {
-        if ev.revision <= self.scanned {
-            return None;
+    /// Moves the live events the log did not already deliver into the backlog (or, after a lag,
+    /// switches back to the log). False when there was nothing to take.
+    fn take_live(&mut self) -> bool {
+        let (events, lagged) = {
+            let mut q = self.live.queue.lock().unwrap_or_else(|p| p.into_inner());
+            (std::mem::take(&mut q.events), std::mem::take(&mut q.lagged))
+        };
+        if lagged {
+            self.from_log = true;
+            return true;
         }
-        self.scanned = ev.revision;
-        ev.kv.key.starts_with(&self.prefix).then_some(ev)
+        let taken = !events.is_empty();
+        for ev in events {
+            if ev.revision > self.scanned {
+                self.scanned = ev.revision;
+                self.backlog.push_back(ev);
+            }
+        }
+        taken
     }
 }

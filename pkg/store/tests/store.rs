@@ -132,6 +132,29 @@ async fn try_next_takes_what_is_ready_without_waiting() {
 }
 
 #[tokio::test]
+async fn writes_elsewhere_do_not_wake_a_watcher_but_advance_its_revision() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let s = open(dir.path());
+    let mut w = s.watch("/r/", 0).expect("watch");
+    let mut other = s.watch("/x/", 0).expect("watch");
+    s.create("/x/a", b("1")).await.expect("create");
+    s.create("/x/b", b("1")).await.expect("create");
+    // Nothing for /r/: its watcher stays asleep...
+    let asleep = tokio::time::timeout(Duration::from_millis(100), w.next()).await;
+    assert!(asleep.is_err(), "woken by writes outside its prefix: {asleep:?}");
+    // ...yet has seen every revision so far (what its bookmarks carry).
+    assert_eq!(w.revision(), 2);
+    assert_eq!(other.next().await.expect("event").kv.key, "/x/a");
+    assert_eq!(other.revision(), 1, "revision 2 is still queued for this watcher");
+    s.create("/r/a", b("1")).await.expect("create");
+    let e = tokio::time::timeout(Duration::from_secs(5), w.next()).await.expect("in time").expect("event");
+    assert_eq!((e.revision, e.kv.key.as_str()), (3, "/r/a"));
+    assert_eq!(w.revision(), 3);
+    assert_eq!(other.next().await.expect("event").kv.key, "/x/b");
+    assert_eq!(other.revision(), 3);
+}
+
+#[tokio::test]
 async fn watch_from_compacted_revision_is_refused() {
     let dir = tempfile::tempdir().expect("tmp");
     let s = open(dir.path());
