@@ -90,7 +90,9 @@ pub async fn serve(listener: TcpListener, tls: rustls::ServerConfig, state: Arc<
             ));
             let svc = hyper::service::service_fn(move |req| {
                 let (state, peer) = (state.clone(), peer.clone());
-                async move { Ok::<_, Infallible>(handler::handle(state, req, peer).await) }
+                // Boxed: the handler's future is large, and hyper moves the one it spawns per
+                // HTTP/2 stream into the task (a copy per request otherwise).
+                async move { Ok::<_, Infallible>(Box::pin(handler::handle(state, req, peer)).await) }
             });
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), svc);

@@ -209,7 +209,7 @@ pub(crate) fn clear(obj: &mut Value) {
 }
 
 /// The metadata fields no manager owns.
-const STRIPPED_METADATA: [&str; 9] = [
+pub(crate) const STRIPPED_METADATA: [&str; 9] = [
     "name",
     "namespace",
     "creationTimestamp",

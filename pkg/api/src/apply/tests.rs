@@ -485,14 +485,21 @@ fn creates_record_what_the_general_comparison_records() {
                 "volumes": [{"name": "v", "emptyDir": {}}, {"name": "w"}]}}}}),
         json!({"metadata": {"name": "n"}, "spec": "not a struct"}),
         json!({"metadata": {"name": "n"}, "spec": {"template": {"spec": {"containers": [{"image": "keyless"}, 7]}}}}),
+        json!({"apiVersion": "apps/v1", "metadata": {"name": "n", "managedFields": [{"manager": "x"}],
+            "resourceVersion": "5", "labels": {}}, "status": {}, "extra": [{"a": 1}], "spec": {"replicas": 0}}),
+        json!({"metadata": "not a map", "status": {"conditions": 1}}),
+        json!({"metadata": null, "spec": {}, "status": null}),
     ];
     let typed = typed::Typed::new(schema::Types::new(&lookup), schema::Ty::Schema(&root));
     let id = ManagerId::new("m", Operation::Update, "apps/v1", None);
-    for obj in objects {
+    for (obj, reset) in objects.iter().flat_map(|o| [(o, RESET_STATUS), (o, RESET_NONE)]) {
         let mut fast = obj.clone();
-        assert!(record_create(&typed, &mut fast, RESET_STATUS, &id, &manager("m", Operation::Update, T1)));
+        assert!(record_create(&typed, &mut fast, reset, &id, &manager("m", Operation::Update, T1)));
         let mut slow = obj.clone();
-        let updater = updater::Updater { typed, ignored: reset_set(RESET_STATUS), api_version: "apps/v1" };
+        if let Some(md) = slow.get_mut("metadata").and_then(Value::as_object_mut) {
+            md.remove("managedFields");
+        }
+        let updater = updater::Updater { typed, ignored: reset_set(reset), api_version: "apps/v1" };
         let mut managers = managed::Managers::new();
         updater.record_update(&json!({}), &slow, &mut managers, &id, T1);
         managed::store(&mut slow, &managers);

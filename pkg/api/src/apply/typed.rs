@@ -35,6 +35,13 @@ enum Node<'s> {
     List(ListType<'s>),
 }
 
+/// A map's entries in key order (the order of a field set's elements).
+fn sorted(obj: &Map<String, Value>) -> Vec<(&String, &Value)> {
+    let mut entries: Vec<_> = obj.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    entries
+}
+
 fn is_empty(v: Option<&Value>) -> bool {
     match v {
         None | Some(Value::Null) => true,
@@ -329,6 +336,94 @@ impl<'s> Typed<'s> {
         }
         root.children.retain(|_, n| !n.is_empty());
         Some(root)
+    }
+
+    /// [`Self::created_fields`] of `r`, less the subtrees at the one-field paths `reset`, less
+    /// what no manager owns (`managed::strip_meta_trie`), straight in FieldsV1 form: the same
+    /// document the trie gives, without building the trie. None when `r` is not a map of fields.
+    pub(crate) fn created_fields_v1(&self, r: &Value, reset: &[&str]) -> Option<Map<String, Value>> {
+        let (Shape::Map(m), Value::Object(obj)) = (self.types.shape(self.root, r), r) else { return None };
+        let empty = Value::Object(Map::new());
+        let mut out = Map::new();
+        for (k, child) in sorted(obj) {
+            if reset.contains(&k.as_str()) {
+                continue;
+            }
+            let (_, cty) = m.field(k);
+            // (Whether the field itself is set, its node.)
+            let (member, node) = match k.as_str() {
+                // Owned by nobody; what is under them stays, without their own ".".
+                "apiVersion" | "kind" => (false, self.added_v1(cty, child, false)),
+                "metadata" => (false, self.metadata_v1(cty, child)),
+                "spec" | "status" if self.types.is_named_struct(self.root, k) => {
+                    // The empty struct stands on the left: only what differs from it is set.
+                    match (child, self.node(cty, Some(&empty), Some(child))) {
+                        (Value::Null, _) => (false, Map::new()),
+                        (Value::Object(fields), Node::Map(cm)) => (false, self.map_v1(cm, fields, false)),
+                        _ => (!values_equal(&empty, child), Map::new()),
+                    }
+                }
+                _ => (true, self.added_v1(cty, child, true)),
+            };
+            if member || !node.is_empty() {
+                out.insert(format!("f:{k}"), Value::Object(node));
+            }
+        }
+        Some(out)
+    }
+
+    /// The metadata node of a created object: managedFields left out, and the fields no manager
+    /// owns (`STRIPPED_METADATA`) kept only for what is under them.
+    fn metadata_v1(&self, ty: Ty<'s>, r: &Value) -> Map<String, Value> {
+        let (Node::Map(m), Value::Object(md)) = (self.node(ty, None, Some(r)), r) else { return Map::new() };
+        let mut out = Map::new();
+        for (f, v) in sorted(md) {
+            if f == "managedFields" {
+                continue;
+            }
+            let (_, fty) = m.field(f);
+            let owned = !super::managed::STRIPPED_METADATA.contains(&f.as_str());
+            let node = self.added_v1(fty, v, owned);
+            if owned || !node.is_empty() {
+                out.insert(format!("f:{f}"), Value::Object(node));
+            }
+        }
+        out
+    }
+
+    /// [`Self::added_walk`] in FieldsV1 form: the node of `r` (set itself when `member`).
+    fn added_v1(&self, ty: Ty<'s>, r: &Value, member: bool) -> Map<String, Value> {
+        match (self.node(ty, None, Some(r)), r) {
+            (Node::Map(m), Value::Object(obj)) => self.map_v1(m, obj, member),
+            (Node::List(t), Value::Array(items)) => {
+                let mut out = Map::new();
+                if member {
+                    out.insert(".".to_string(), Value::Object(Map::new()));
+                }
+                for (pe, group) in self.group_items(&t, items, &mut Vec::new(), &BTreeMap::new()) {
+                    let node = match group.as_slice() {
+                        [item] => self.added_v1(t.elem, item, true),
+                        // Duplicates: the item is set, its fields are not told apart.
+                        _ => Map::new(),
+                    };
+                    out.insert(pe.to_key(), Value::Object(node));
+                }
+                out
+            }
+            _ => Map::new(),
+        }
+    }
+
+    fn map_v1(&self, m: MapType<'s>, obj: &Map<String, Value>, member: bool) -> Map<String, Value> {
+        let mut out = Map::new();
+        if member && !obj.is_empty() {
+            out.insert(".".to_string(), Value::Object(Map::new()));
+        }
+        for (k, child) in sorted(obj) {
+            let (_, cty) = m.field(k);
+            out.insert(format!("f:{k}"), Value::Object(self.added_v1(cty, child, true)));
+        }
+        out
     }
 
     /// `cmp_walk(ty, None, Some(r))`: everything under `r`, and `r` itself.
