@@ -191,7 +191,89 @@ impl Shared {
     }
 }
 
-fn observed(r: &ServedResource, meta: &PartialObjectMeta<DynamicObject>) -> Observed {
+/// The part of an object's metadata the graph uses, as a monitor receives it. The API server sends
+/// PartialObjectMetadata (`metadata_api`); decoding leaves out what the graph never reads (labels,
+/// annotations, managedFields), which is most of the metadata and is decoded once per write of
+/// any object in the cluster.
+#[derive(Clone, Debug, Default)]
+struct MonitoredMeta {
+    metadata: kube::core::ObjectMeta,
+}
+
+impl<'de> serde::Deserialize<'de> for MonitoredMeta {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        #[derive(serde::Deserialize)]
+        struct Wire {
+            #[serde(default)]
+            metadata: WireMeta,
+        }
+        #[derive(serde::Deserialize, Default)]
+        #[serde(rename_all = "camelCase")]
+        struct WireMeta {
+            name: Option<String>,
+            namespace: Option<String>,
+            uid: Option<String>,
+            resource_version: Option<String>,
+            owner_references: Option<Vec<OwnerReference>>,
+            finalizers: Option<Vec<String>>,
+            deletion_timestamp: Option<Time>,
+        }
+        let m = Wire::deserialize(d)?.metadata;
+        Ok(MonitoredMeta {
+            metadata: kube::core::ObjectMeta {
+                name: m.name,
+                namespace: m.namespace,
+                uid: m.uid,
+                resource_version: m.resource_version,
+                owner_references: m.owner_references,
+                finalizers: m.finalizers,
+                deletion_timestamp: m.deletion_timestamp,
+                ..Default::default()
+            },
+        })
+    }
+}
+
+impl kube::Resource for MonitoredMeta {
+    type DynamicType = kube::core::ApiResource;
+    type Scope = kube::core::DynamicResourceScope;
+
+    /// Lists and watches ask for PartialObjectMetadata, as for `PartialObjectMeta<K>`.
+    fn metadata_api() -> bool {
+        true
+    }
+
+    fn kind(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+
+    fn group(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+
+    fn version(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+
+    fn api_version(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+
+    fn plural(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+
+    fn meta(&self) -> &kube::core::ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut kube::core::ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+fn observed(r: &ServedResource, meta: &MonitoredMeta) -> Observed {
     let m = &meta.metadata;
     Observed {
         identity: Identity {
@@ -209,7 +291,7 @@ fn observed(r: &ServedResource, meta: &PartialObjectMeta<DynamicObject>) -> Obse
 
 /// Watches one resource's metadata into the graph until `cancel` fires.
 async fn monitor(shared: Arc<Shared>, r: ServedResource, cancel: CancellationToken, mut counts_for_sync: bool) {
-    let api = Api::<PartialObjectMeta<DynamicObject>>::all_with(shared.gc.client.clone(), &r.api);
+    let api = Api::<MonitoredMeta>::all_with(shared.gc.client.clone(), &r.api);
     let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
     let mut listing: Option<HashSet<String>> = None;
     loop {
@@ -406,6 +488,44 @@ pub async fn run(ctx: Arc<Context>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn monitors_decode_the_metadata_the_graph_uses_and_ask_for_metadata_only() {
+        use kube::Resource;
+        assert!(MonitoredMeta::metadata_api(), "lists and watches must ask for PartialObjectMetadata");
+        let event = json!({
+            "kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+            "metadata": {
+                "name": "rs-1", "namespace": "d", "uid": "u1", "resourceVersion": "42",
+                "labels": {"app": "web"}, "annotations": {"a": "b"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                    "uid": "u0", "controller": true, "blockOwnerDeletion": true}],
+                "finalizers": ["foregroundDeletion"],
+                "deletionTimestamp": "2026-11-30T12:00:00Z",
+                "managedFields": [{"manager": "m", "operation": "Update", "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:app": {}}}}}]
+            }
+        });
+        let m: MonitoredMeta = serde_json::from_value(event).expect("decodes");
+        let ar = kube::core::ApiResource::erase::<k8s_openapi::api::apps::v1::ReplicaSet>(&());
+        let o =
+            observed(&ServedResource { api: ar, namespaced: true, verbs: Vec::new(), subresources: Vec::new() }, &m);
+        assert_eq!(
+            (o.identity.name.as_str(), o.identity.namespace.as_str(), o.identity.uid.as_str()),
+            ("rs-1", "d", "u1")
+        );
+        assert_eq!((o.identity.kind.as_str(), o.identity.api_version.as_str()), ("ReplicaSet", "apps/v1"));
+        assert_eq!(o.owners.len(), 1);
+        assert_eq!((o.owners[0].uid.as_str(), o.owners[0].block_owner_deletion), ("u0", Some(true)));
+        assert!(o.deleting);
+        assert_eq!(o.finalizers, vec!["foregroundDeletion".to_string()]);
+        assert_eq!(m.metadata.resource_version.as_deref(), Some("42"));
+        // What the graph does not read is not kept.
+        assert!(m.metadata.labels.is_none() && m.metadata.managed_fields.is_none());
+        // A bare object (no metadata at all) still decodes.
+        let bare: MonitoredMeta = serde_json::from_value(json!({"kind": "X"})).expect("decodes");
+        assert!(bare.metadata.name.is_none());
+    }
 
     #[test]
     fn events_and_unwatchable_resources_are_not_monitored() {
