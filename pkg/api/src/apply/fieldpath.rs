@@ -303,58 +303,6 @@ impl<'a> Trie<'a> {
         root
     }
 
-    /// The node at `path` (field names), if there is one.
-    fn at_mut(&mut self, path: &[&str]) -> Option<&mut Trie<'a>> {
-        let mut node = self;
-        for f in path {
-            node = node.children.get_mut(&PathElement::field(f))?;
-        }
-        Some(node)
-    }
-
-    /// Drops the field at `path` and everything under it (`FieldSet::remove_under`).
-    pub(crate) fn remove_under(&mut self, path: &[&str]) {
-        let Some((last, parent)) = path.split_last() else { return };
-        if let Some(p) = self.at_mut(parent) {
-            p.children.remove(&PathElement::field(last));
-        }
-        self.prune(parent);
-    }
-
-    /// Makes each field `names` under `path` no longer a member (`FieldSet::remove`), keeping
-    /// what is under it; walks to `path` once, not once per name.
-    pub(crate) fn unmark_all(&mut self, path: &[&str], names: &[&str]) {
-        if let Some(node) = self.at_mut(path) {
-            for name in names {
-                let key = PathElement::field(name);
-                if let Some(child) = node.children.get_mut(&key) {
-                    child.member = false;
-                    if child.children.is_empty() {
-                        node.children.remove(&key);
-                    }
-                }
-            }
-        }
-        self.prune(path);
-    }
-
-    /// Removes the nodes along `path`, deepest first, that are neither members nor have children:
-    /// no path of the set goes through them any more.
-    fn prune(&mut self, path: &[&str]) {
-        for depth in (1..=path.len()).rev() {
-            let (parent, last) = (&path[..depth - 1], path[depth - 1]);
-            let Some(p) = self.at_mut(parent) else { continue };
-            let key = PathElement::field(last);
-            if p.children.get(&key).is_some_and(|n| !n.member && n.children.is_empty()) {
-                p.children.remove(&key);
-            }
-        }
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        !self.member && self.children.is_empty()
-    }
-
     /// The FieldsV1 encoding of the set this trie holds.
     pub(crate) fn fields_v1(&self) -> Value {
         Value::Object(self.to_fields_v1(false))

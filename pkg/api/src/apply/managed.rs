@@ -3,7 +3,7 @@
 //! tracked, and the cap on the number of update managers, as apimachinery's
 //! `pkg/util/managedfields/internal` does.
 
-use super::fieldpath::{FieldSet, PathElement, Trie};
+use super::fieldpath::{FieldSet, PathElement};
 use serde_json::{Map, Value};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -221,10 +221,25 @@ pub(crate) const STRIPPED_METADATA: [&str; 9] = [
     "resourceVersion",
 ];
 
-/// Removes the fields no manager ever owns (upstream's `stripMetaManager`) from a trie.
-pub(crate) fn strip_meta_trie(trie: &mut Trie<'_>) {
-    trie.unmark_all(&[], &["apiVersion", "kind", "metadata"]);
-    trie.unmark_all(&["metadata"], &STRIPPED_METADATA);
+/// Removes the field at `path` (field names), and all under it, from a FieldsV1 document; false
+/// when it was not there. A field left with only its own "." becomes a plain member (`{}`); one
+/// left with nothing (it was not itself a member) goes too.
+pub(crate) fn remove_fields_v1(node: &mut Map<String, Value>, path: &[&str]) -> bool {
+    let Some((first, rest)) = path.split_first() else { return false };
+    let key = format!("f:{first}");
+    if rest.is_empty() {
+        return node.shift_remove(&key).is_some();
+    }
+    let Some(Value::Object(child)) = node.get_mut(&key) else { return false };
+    if !remove_fields_v1(child, rest) {
+        return false;
+    }
+    if child.is_empty() {
+        node.shift_remove(&key);
+    } else if child.len() == 1 && child.contains_key(".") {
+        child.clear();
+    }
+    true
 }
 
 /// The same for a set.

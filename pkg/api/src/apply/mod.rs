@@ -411,23 +411,13 @@ pub fn track_update(
 /// A create with no managers yet: the fields it sets become the manager's, with nobody to take
 /// them from, recorded without the general comparison. False when `new` is not a map of fields.
 fn record_create(typed: &typed::Typed, new: &mut Value, reset: &[&[&str]], id: &ManagerId, m: &Manager) -> bool {
-    // Resets of top-level fields (all a create has): the FieldsV1 document is written directly.
-    let top: Option<Vec<&str>> = reset.iter().map(|p| if let [f] = p { Some(*f) } else { None }).collect();
-    if let Some(top) = top {
-        let Some(fields) = typed.created_fields_v1(new, &top) else { return false };
-        if !fields.is_empty() {
-            managed::store_one(new, id, m.api_version, m.time, Value::Object(fields));
-        }
-        return true;
+    let top: Vec<&str> = reset.iter().filter_map(|p| if let [f] = p { Some(*f) } else { None }).collect();
+    let Some(mut fields) = typed.created_fields_v1(new, &top) else { return false };
+    for path in reset.iter().filter(|p| p.len() > 1) {
+        managed::remove_fields_v1(&mut fields, path);
     }
-    let Some(mut fields) = typed.created_fields(new) else { return false };
-    for path in reset {
-        fields.remove_under(path);
-    }
-    fields.remove_under(&["metadata", "managedFields"]);
-    managed::strip_meta_trie(&mut fields);
     if !fields.is_empty() {
-        managed::store_one(new, id, m.api_version, m.time, fields.fields_v1());
+        managed::store_one(new, id, m.api_version, m.time, Value::Object(fields));
     }
     true
 }

@@ -492,7 +492,11 @@ fn creates_record_what_the_general_comparison_records() {
     ];
     let typed = typed::Typed::new(schema::Types::new(&lookup), schema::Ty::Schema(&root));
     let id = ManagerId::new("m", Operation::Update, "apps/v1", None);
-    for (obj, reset) in objects.iter().flat_map(|o| [(o, RESET_STATUS), (o, RESET_NONE)]) {
+    // A /status endpoint's resets reach into objects (as a Deployment's `spec` and
+    // `metadata.labels`); deeper ones too.
+    let nested: &[&[&str]] = &[&["spec"], &["metadata", "labels"], &["spec", "template", "spec", "containers"]];
+    let resets = [RESET_STATUS, RESET_NONE, nested, &[&["spec", "replicas"], &["metadata", "finalizers"]]];
+    for (obj, reset) in objects.iter().flat_map(|o| resets.map(|r| (o, r))) {
         let mut fast = obj.clone();
         assert!(record_create(&typed, &mut fast, reset, &id, &manager("m", Operation::Update, T1)));
         let mut slow = obj.clone();

@@ -4,7 +4,7 @@
 //! fields and items (`RemoveItems`), and making named struct fields members of a set
 //! (`EnsureNamedFieldsAreMembers`).
 
-use super::fieldpath::{path_string, values_equal, FieldSet, Path, PathElement, Trie, Val};
+use super::fieldpath::{path_string, values_equal, FieldSet, Path, PathElement, Val};
 use super::schema::{ListKind, ListType, MapType, Shape, Ty, Types};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
@@ -312,35 +312,9 @@ impl<'s> Typed<'s> {
 
     // ---- Create ----
 
-    /// The fields a create sets, as `compare(with_zero_structs({}), with_zero_structs(r))` gives
-    /// them in `added` and `modified`, built in one walk of `r` into a trie (no path is cloned
-    /// per field). `None` when `r` is not a map of fields.
-    pub(crate) fn created_fields(&self, r: &Value) -> Option<Trie<'static>> {
-        let (Shape::Map(m), Value::Object(obj)) = (self.types.shape(self.root, r), r) else { return None };
-        let mut root = Trie::default();
-        let empty = Value::Object(Map::new());
-        for (k, child) in obj {
-            let (_, cty) = m.field(k);
-            let node = root.children.entry(Cow::Owned(PathElement::Field(k.clone()))).or_default();
-            if matches!(k.as_str(), "spec" | "status") && self.types.is_named_struct(self.root, k) {
-                // The empty struct stands on the left: only what differs from it is set.
-                if !child.is_null() {
-                    match self.node(cty, Some(&empty), Some(child)) {
-                        Node::Map(cm) => self.added_map(cm, child, node),
-                        _ => node.member = !values_equal(&empty, child),
-                    }
-                }
-            } else {
-                self.added_walk(cty, child, node);
-            }
-        }
-        root.children.retain(|_, n| !n.is_empty());
-        Some(root)
-    }
-
-    /// [`Self::created_fields`] of `r`, less the subtrees at the one-field paths `reset`, less
-    /// what no manager owns (`managed::strip_meta_trie`), straight in FieldsV1 form: the same
-    /// document the trie gives, without building the trie. None when `r` is not a map of fields.
+    /// The FieldsV1 document of everything a new object `r` sets (what comparing it with `{}`
+    /// gives), less the top-level fields `reset` and what no manager owns (apiVersion, kind, and
+    /// `STRIPPED_METADATA` and managedFields under metadata). None when `r` is not a map of fields.
     pub(crate) fn created_fields_v1(&self, r: &Value, reset: &[&str]) -> Option<Map<String, Value>> {
         let (Shape::Map(m), Value::Object(obj)) = (self.types.shape(self.root, r), r) else { return None };
         let empty = Value::Object(Map::new());
@@ -391,7 +365,7 @@ impl<'s> Typed<'s> {
         out
     }
 
-    /// [`Self::added_walk`] in FieldsV1 form: the node of `r` (set itself when `member`).
+    /// The FieldsV1 node of `r` and everything under it (`r` itself set when `member`).
     fn added_v1(&self, ty: Ty<'s>, r: &Value, member: bool) -> Map<String, Value> {
         match (self.node(ty, None, Some(r)), r) {
             (Node::Map(m), Value::Object(obj)) => self.map_v1(m, obj, member),
@@ -424,34 +398,6 @@ impl<'s> Typed<'s> {
             out.insert(format!("f:{k}"), Value::Object(self.added_v1(cty, child, true)));
         }
         out
-    }
-
-    /// `cmp_walk(ty, None, Some(r))`: everything under `r`, and `r` itself.
-    fn added_walk(&self, ty: Ty<'s>, r: &Value, node: &mut Trie<'static>) {
-        match self.node(ty, None, Some(r)) {
-            Node::Leaf => {}
-            Node::Map(m) => self.added_map(m, r, node),
-            Node::List(t) => {
-                let items = r.as_array().map(Vec::as_slice).unwrap_or_default();
-                for (pe, group) in self.group_items(&t, items, &mut Vec::new(), &BTreeMap::new()) {
-                    let child = node.children.entry(Cow::Owned(pe)).or_default();
-                    match group.as_slice() {
-                        [item] => self.added_walk(t.elem, item, child),
-                        // Duplicates: the item is set, its fields are not told apart.
-                        _ => child.member = true,
-                    }
-                }
-            }
-        }
-        node.member = true;
-    }
-
-    fn added_map(&self, m: MapType<'s>, r: &Value, node: &mut Trie<'static>) {
-        let Value::Object(obj) = r else { return };
-        for (k, child) in obj {
-            let (_, cty) = m.field(k);
-            self.added_walk(cty, child, node.children.entry(Cow::Owned(PathElement::Field(k.clone()))).or_default());
-        }
     }
 
     // ---- Merge ----
