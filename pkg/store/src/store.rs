@@ -8,8 +8,7 @@ use rocksdb::{ColumnFamilyDescriptor, IteratorMode, Options, WriteBatch, WriteOp
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, RwLock};
-use std::sync::{Mutex, Weak};
+use std::sync::{mpsc, Arc, Mutex, RwLock, Weak};
 use tokio::sync::{oneshot, Notify};
 
 const CF_KV: &str = "kv";

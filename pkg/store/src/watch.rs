@@ -27,7 +27,6 @@ const LOG_PAGE: usize = 1024;
 /// A stream of events under a key prefix, in revision order, without gaps.
 pub struct Watcher {
     store: Store,
-    prefix: String,
     /// Every event under the prefix with a revision up to here was delivered or queued.
     scanned: u64,
     live: Arc<Subscription>,
@@ -40,7 +39,7 @@ impl Watcher {
     pub(crate) fn new(store: Store, prefix: String, after: u64) -> Watcher {
         // Subscribe before reading the log so no event falls between the two.
         let live = store.subscribe(&prefix);
-        Watcher { store, prefix, scanned: after, live, backlog: VecDeque::new(), from_log: true }
+        Watcher { store, scanned: after, live, backlog: VecDeque::new(), from_log: true }
     }
 
     /// A revision this watch has fully observed: nothing at or below it remains undelivered.
@@ -103,7 +102,7 @@ impl Watcher {
             if let Some(ev) = page.last() {
                 self.scanned = ev.revision;
             }
-            let prefix = &self.prefix;
+            let prefix = &self.live.prefix;
             self.backlog.extend(page.into_iter().filter(|e| e.kv.key.starts_with(prefix)).map(Arc::new));
         }
     }
