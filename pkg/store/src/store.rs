@@ -201,11 +201,26 @@ impl HotCache {
     }
 }
 
-/// Handle to the store; cheap to clone.
+/// Handle to the store; cheap to clone. Dropping the last handle closes the store before it
+/// returns: the writer finishes what was queued and the database is closed, so a process may
+/// exit (or open the directory again) right after.
 #[derive(Clone)]
 pub struct Store {
     pub(crate) inner: Arc<Inner>,
+    // Field order matters: the last sender goes before the thread is waited for.
     writer: mpsc::Sender<WriteReq>,
+    _writer_thread: Arc<WriterThread>,
+}
+
+/// Waits for the writer thread when the last handle goes (it holds the database until then).
+struct WriterThread(Option<std::thread::JoinHandle<()>>);
+
+impl Drop for WriterThread {
+    fn drop(&mut self) {
+        if let Some(t) = self.0.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl Store {
@@ -253,12 +268,12 @@ impl Store {
         });
         let (tx, rx) = mpsc::channel();
         let w = inner.clone();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("k1s-store-writer".into())
             .spawn(move || writer_loop(w, rx, opts.sync))
             .map_err(|e| StoreError::Storage { op: "spawn writer", message: e.to_string() })?;
         tracing::info!(revision = current, compacted, dir = %dir.display(), "store opened");
-        Ok(Store { inner, writer: tx })
+        Ok(Store { inner, writer: tx, _writer_thread: Arc::new(WriterThread(Some(thread))) })
     }
 
     /// The revision of the last committed write.
