@@ -10,6 +10,7 @@
 
 pub mod admission;
 pub mod auth;
+mod coalesce;
 mod discovery;
 mod disruption;
 pub mod error;
