@@ -232,7 +232,13 @@ impl Store {
         db_opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
         db_opts.set_max_background_jobs(2);
         db_opts.set_bytes_per_sync(1 << 20);
-        let cfs = [CF_KV, CF_LOG, CF_META].map(|n| ColumnFamilyDescriptor::new(n, Options::default()));
+        // Every create reads its key, which is almost always absent: a whole-key Bloom filter on
+        // the memtable answers that without searching its skiplist.
+        let mut kv_opts = Options::default();
+        kv_opts.set_memtable_prefix_bloom_ratio(0.02);
+        kv_opts.set_memtable_whole_key_filtering(true);
+        let cfs = [(CF_KV, kv_opts), (CF_LOG, Options::default()), (CF_META, Options::default())]
+            .map(|(n, o)| ColumnFamilyDescriptor::new(n, o));
         let db = DB::open_cf_descriptors(&db_opts, dir, cfs).map_err(storage("open"))?;
         let meta = db.cf_handle(CF_META).ok_or_else(|| StoreError::Corrupt("meta column family".into()))?;
         let read_u64 = |k: &[u8]| -> Result<u64, StoreError> {
