@@ -8,6 +8,11 @@
 //! Knobs: `K1S_BENCH_CREATES` (requests per phase, default 10,000), `K1S_BENCH_BIN` (another k1s
 //! binary), `K1S_BENCH_CONNS` (connections the 32 clients share, default 32; 1 is how client-go
 //! sends: every goroutine's requests as streams of one HTTP/2 connection).
+//!
+//! Then, with the server stopped, the same number of synced creates by 32 concurrent writers
+//! into a store of its own (values the size of the stored ConfigMaps), and the API's rate as a
+//! share of that: measured minutes apart on the same machine, so that the VM's changing speed
+//! does not skew the comparison as much as two separate benchmark runs would.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -133,6 +138,40 @@ fn main() {
     println!("server RSS after {} ConfigMaps: {} MiB", created.latencies.len(), rss / 1024);
     let _ = child.kill();
     let _ = child.wait();
+    let api_rate = created.latencies.len() as f64 / created.elapsed.as_secs_f64();
+    let store_rate = store_alone(&rt, total, created.reply_size);
+    println!(
+        "API creates/s are {:.0}% of the store's synced creates/s at {CLIENTS} concurrent writers ({:.0}/s for the store alone)",
+        100.0 * api_rate / store_rate,
+        store_rate
+    );
+}
+
+/// Synced creates per second by `CLIENTS` concurrent writers into a fresh store, with values
+/// of `size` bytes.
+fn store_alone(rt: &tokio::runtime::Runtime, total: usize, size: usize) -> f64 {
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = k1s_store::Store::open(dir.path(), k1s_store::StoreOptions::default()).expect("open store");
+    let value = Bytes::from(vec![b'x'; size.max(1)]);
+    let start = Instant::now();
+    rt.block_on(async {
+        let mut tasks = Vec::new();
+        for c in 0..CLIENTS {
+            let (store, value) = (store.clone(), value.clone());
+            tasks.push(tokio::spawn(async move {
+                for i in 0..total / CLIENTS + usize::from(c < total % CLIENTS) {
+                    store
+                        .create(&format!("/registry/configmaps/default/bench-{c}-{i}"), value.clone())
+                        .await
+                        .expect("create");
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.expect("join");
+        }
+    });
+    total as f64 / start.elapsed().as_secs_f64()
 }
 
 type Conn = hyper::client::conn::http2::SendRequest<Full<Bytes>>;
@@ -150,6 +189,8 @@ struct Outcome {
     latencies: Vec<Duration>,
     server_cpu: Duration,
     client_cpu: Duration,
+    /// The replies' mean size: for creates, about the size of what the store keeps.
+    reply_size: usize,
 }
 
 impl Outcome {
@@ -173,13 +214,14 @@ impl Outcome {
 /// `total` requests of one kind from the 32 clients, each waiting for its reply before the next.
 fn run(rt: &tokio::runtime::Runtime, conns: &[Conn], server_pid: &str, total: usize, phase: Phase) -> Outcome {
     let cpu_before = (cpu_time(server_pid), cpu_time("self"));
-    let (elapsed, mut latencies) = rt.block_on(async {
+    let (elapsed, mut latencies, reply_bytes) = rt.block_on(async {
         let start = Instant::now();
         let mut tasks = Vec::new();
         for c in 0..CLIENTS {
             let mut send = conns[c % conns.len()].clone();
             tasks.push(tokio::spawn(async move {
                 let mut lat = Vec::new();
+                let mut bytes = 0;
                 // `total` exactly: the first `total % CLIENTS` clients send one more.
                 for i in 0..total / CLIENTS + usize::from(c < total % CLIENTS) {
                     let req = request(phase, c, i);
@@ -187,19 +229,21 @@ fn run(rt: &tokio::runtime::Runtime, conns: &[Conn], server_pid: &str, total: us
                     send.ready().await.expect("ready");
                     let resp = send.send_request(req).await.expect("send");
                     let status = resp.status();
-                    let _ = resp.into_body().collect().await;
+                    bytes += resp.into_body().collect().await.map(|b| b.to_bytes().len()).unwrap_or(0);
                     let want = if phase == Phase::Version { 200 } else { 201 };
                     assert_eq!(status, want, "request failed");
                     lat.push(t.elapsed());
                 }
-                lat
+                (lat, bytes)
             }));
         }
-        let mut all = Vec::new();
+        let (mut all, mut bytes) = (Vec::new(), 0);
         for t in tasks {
-            all.extend(t.await.expect("join"));
+            let (lat, b) = t.await.expect("join");
+            all.extend(lat);
+            bytes += b;
         }
-        (start.elapsed(), all)
+        (start.elapsed(), all, bytes)
     });
     latencies.sort();
     Outcome {
@@ -207,6 +251,7 @@ fn run(rt: &tokio::runtime::Runtime, conns: &[Conn], server_pid: &str, total: us
         latencies,
         server_cpu: cpu_time(server_pid) - cpu_before.0,
         client_cpu: cpu_time("self") - cpu_before.1,
+        reply_size: reply_bytes / total.max(1),
     }
 }
 

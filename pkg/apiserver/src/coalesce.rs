@@ -80,6 +80,10 @@ impl<T: AsyncWrite + Unpin> Coalesce<T> {
         }
         self.buf.clear();
         self.sent = 0;
+        // A burst (a large list) does not keep its buffer for the connection's lifetime.
+        if self.buf.capacity() > 2 * LIMIT {
+            self.buf.shrink_to(LIMIT);
+        }
         Poll::Ready(Ok(()))
     }
 }
@@ -96,7 +100,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesce<T> {
             ready!(self.poll_drain(cx))?;
         }
         self.buf.extend_from_slice(data);
-        self.fresh = true;
+        self.fresh |= !data.is_empty();
         Poll::Ready(Ok(data.len()))
     }
 
@@ -113,7 +117,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesce<T> {
             self.buf.extend_from_slice(b);
             n += b.len();
         }
-        self.fresh = true;
+        self.fresh |= n > 0;
         Poll::Ready(Ok(n))
     }
 
