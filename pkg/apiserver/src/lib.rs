@@ -10,7 +10,6 @@
 
 pub mod admission;
 pub mod auth;
-mod coalesce;
 mod discovery;
 mod disruption;
 pub mod error;

@@ -1,7 +1,6 @@
 //! The HTTPS listener: TLS with optional client certificates (verified against the cluster
 //! CA), HTTP/1.1 and HTTP/2 by ALPN, upgrades kept for streaming.
 
-use crate::coalesce::{Busy, Coalesce};
 use crate::handler::{self, State};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::pem::PemObject;
@@ -12,7 +11,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
-use tokio_util::either::Either;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, thiserror::Error)]
@@ -90,29 +88,14 @@ pub async fn serve(listener: TcpListener, tls: rustls::ServerConfig, state: Arc<
             let peer = Arc::new(crate::auth::Peer::new(
                 tls.get_ref().1.peer_certificates().map(|c| c.iter().map(|d| d.to_vec()).collect()).unwrap_or_default(),
             ));
-            let busy = Busy::default();
-            let svc = hyper::service::service_fn({
-                let busy = busy.clone();
-                move |req| {
-                    let (state, peer) = (state.clone(), peer.clone());
-                    let handling = busy.enter();
-                    // Boxed: the handler's future is large, and hyper moves the one it spawns per
-                    // HTTP/2 stream into the task (a copy per request otherwise).
-                    async move {
-                        let resp = Box::pin(handler::handle(state, req, peer)).await;
-                        drop(handling);
-                        Ok::<_, Infallible>(resp)
-                    }
-                }
+            let svc = hyper::service::service_fn(move |req| {
+                let (state, peer) = (state.clone(), peer.clone());
+                // Boxed: the handler's future is large, and hyper moves the one it spawns per
+                // HTTP/2 stream into the task (a copy per request otherwise).
+                async move { Ok::<_, Infallible>(Box::pin(handler::handle(state, req, peer)).await) }
             });
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            // HTTP/2 replies that are ready together share a write (see `coalesce`).
-            let io = if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
-                Either::Left(Coalesce::new(tls, busy))
-            } else {
-                Either::Right(tls)
-            };
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), svc);
             tokio::pin!(conn);
             tokio::select! {
                 r = conn.as_mut() => {
