@@ -11,7 +11,7 @@
 //!
 //! Then, with the server stopped, the same number of synced creates by 32 concurrent writers
 //! into a store of its own (values the size of the stored ConfigMaps), and the API's rate as a
-//! share of that: measured minutes apart on the same machine, so that the VM's changing speed
+//! share of that: measured seconds apart on the same machine, so that the VM's changing speed
 //! does not skew the comparison as much as two separate benchmark runs would.
 
 use bytes::Bytes;
