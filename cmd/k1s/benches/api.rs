@@ -138,13 +138,18 @@ fn main() {
     println!("server RSS after {} ConfigMaps: {} MiB", created.latencies.len(), rss / 1024);
     let _ = child.kill();
     let _ = child.wait();
-    let api_rate = created.latencies.len() as f64 / created.elapsed.as_secs_f64();
     let store_rate = store_alone(&rt, total, created.reply_size);
     println!(
         "API creates/s are {:.0}% of the store's synced creates/s at {CLIENTS} concurrent writers ({:.0}/s for the store alone)",
-        100.0 * api_rate / store_rate,
+        100.0 * created.rate() / store_rate,
         store_rate
     );
+}
+
+/// Client `c`'s part of `total` requests: `total` exactly, the first `total % CLIENTS` clients
+/// sending one more.
+fn share(total: usize, c: usize) -> usize {
+    total / CLIENTS + usize::from(c < total % CLIENTS)
 }
 
 /// Synced creates per second by `CLIENTS` concurrent writers into a fresh store, with values
@@ -159,7 +164,7 @@ fn store_alone(rt: &tokio::runtime::Runtime, total: usize, size: usize) -> f64 {
         for c in 0..CLIENTS {
             let (store, value) = (store.clone(), value.clone());
             tasks.push(tokio::spawn(async move {
-                for i in 0..total / CLIENTS + usize::from(c < total % CLIENTS) {
+                for i in 0..share(total, c) {
                     store
                         .create(&format!("/registry/configmaps/default/bench-{c}-{i}"), value.clone())
                         .await
@@ -194,6 +199,10 @@ struct Outcome {
 }
 
 impl Outcome {
+    fn rate(&self) -> f64 {
+        self.latencies.len() as f64 / self.elapsed.as_secs_f64()
+    }
+
     fn print(&self, what: &str, per: &str) {
         let lat = &self.latencies;
         let p = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)];
@@ -202,7 +211,7 @@ impl Outcome {
             "{what}: {} in {:.2}s = {:.0} {unit}  p50={:?} p99={:?}",
             lat.len(),
             self.elapsed.as_secs_f64(),
-            lat.len() as f64 / self.elapsed.as_secs_f64(),
+            self.rate(),
             p(0.50),
             p(0.99)
         );
@@ -222,8 +231,7 @@ fn run(rt: &tokio::runtime::Runtime, conns: &[Conn], server_pid: &str, total: us
             tasks.push(tokio::spawn(async move {
                 let mut lat = Vec::new();
                 let mut bytes = 0;
-                // `total` exactly: the first `total % CLIENTS` clients send one more.
-                for i in 0..total / CLIENTS + usize::from(c < total % CLIENTS) {
+                for i in 0..share(total, c) {
                     let req = request(phase, c, i);
                     let t = Instant::now();
                     send.ready().await.expect("ready");
