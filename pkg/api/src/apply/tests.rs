@@ -488,6 +488,8 @@ fn creates_record_what_the_general_comparison_records() {
         json!({"apiVersion": "apps/v1", "metadata": {"name": "n", "managedFields": [{"manager": "x"}],
             "resourceVersion": "5", "labels": {}}, "status": {}, "extra": [{"a": 1}], "spec": {"replicas": 0}}),
         json!({"metadata": "not a map", "status": {"conditions": 1}}),
+        json!({"metadata": {"name": "n", "finalizers": [], "ownerReferences": []}, "extra": [],
+            "spec": {"template": {"spec": {"containers": [], "volumes": []}}}}),
         json!({"metadata": null, "spec": {}, "status": null}),
     ];
     let typed = typed::Typed::new(schema::Types::new(&lookup), schema::Ty::Schema(&root));
