@@ -276,8 +276,9 @@ struct Filter<'a> {
     /// The top-level fields the selectors read.
     selected: Vec<String>,
     /// Only a field selector on `metadata.name`/`metadata.namespace` (the root-CA publisher's
-    /// watch of every ConfigMap): those two strings are all that is read.
-    names_only: bool,
+    /// watch of every ConfigMap): those two strings are all that is read, and the store key
+    /// holds both, after this prefix.
+    names_only: Option<String>,
 }
 
 impl<'a> Filter<'a> {
@@ -290,26 +291,50 @@ impl<'a> Filter<'a> {
             }
         }
         let filtering = !list.label_selector.is_empty() || !list.field_selector.is_empty();
-        let names_only = list.label_selector.is_empty()
+        let names_only = (list.label_selector.is_empty()
             && list
                 .field_selector
                 .requirements
                 .iter()
-                .all(|r| matches!(r.key.as_str(), "metadata.name" | "metadata.namespace"));
+                .all(|r| matches!(r.key.as_str(), "metadata.name" | "metadata.namespace")))
+        .then(|| info.storage_prefix());
         Filter { info, list, filtering, selected, names_only }
     }
 
-    /// Whether stored bytes match, decoding only the fields the selectors read.
-    fn stored_matches(&self, stored: &[u8]) -> bool {
+    /// Whether the object stored under `key` matches, decoding only the fields the selectors
+    /// read (none when they read only the name and namespace, which the key holds).
+    fn stored_matches(&self, key: &str, stored: &[u8]) -> bool {
         if !self.filtering {
             return true;
         }
-        let obj = if self.names_only {
-            object::stored_names(stored)
-        } else {
-            object::partial_from_storage(stored, &self.selected)
+        let obj = match &self.names_only {
+            Some(prefix) => self.key_names(prefix, key).or_else(|| object::stored_names(stored)),
+            None => object::partial_from_storage(stored, &self.selected),
         };
         obj.is_some_and(|o| registry::matches(self.info, self.list, &o))
+    }
+
+    /// `{"metadata":{"name":…,"namespace":…}}` from a key of [`Registry::key`](registry::Registry::key)'s
+    /// form: the prefix, then the namespace and `/` for a namespaced resource, then the name.
+    fn key_names(&self, prefix: &str, key: &str) -> Option<Value> {
+        let rest = key.strip_prefix(prefix)?;
+        let (namespace, name) = if self.info.namespaced() {
+            let (ns, name) = rest.split_once('/')?;
+            (Some(ns), name)
+        } else {
+            (None, rest)
+        };
+        if name.is_empty() || name.contains('/') {
+            return None;
+        }
+        let mut md = serde_json::Map::new();
+        md.insert("name".into(), Value::String(name.to_string()));
+        if let Some(ns) = namespace {
+            md.insert("namespace".into(), Value::String(ns.to_string()));
+        }
+        let mut top = serde_json::Map::new();
+        top.insert("metadata".into(), Value::Object(md));
+        Some(Value::Object(top))
     }
 
     fn matches(&self, obj: &Option<Value>) -> bool {
@@ -323,12 +348,12 @@ impl Encoder {
         if self.table.is_none() {
             // Most watches: plain objects, framed from the stored bytes.
             let kind = match ev.kind {
-                EventKind::Create => f.stored_matches(&ev.kv.value).then_some("ADDED"),
+                EventKind::Create => f.stored_matches(&ev.kv.key, &ev.kv.value).then_some("ADDED"),
                 EventKind::Update => {
-                    let was = !f.filtering || ev.prev.as_ref().is_some_and(|p| f.stored_matches(&p.value));
-                    transition(was, f.stored_matches(&ev.kv.value))
+                    let was = !f.filtering || ev.prev.as_ref().is_some_and(|p| f.stored_matches(&p.key, &p.value));
+                    transition(was, f.stored_matches(&ev.kv.key, &ev.kv.value))
                 }
-                EventKind::Delete => f.stored_matches(&ev.kv.value).then_some("DELETED"),
+                EventKind::Delete => f.stored_matches(&ev.kv.key, &ev.kv.value).then_some("DELETED"),
             };
             return kind.and_then(|k| self.raw_frame(k, &ev.kv.value, ev.revision));
         }
@@ -346,5 +371,56 @@ impl Encoder {
             EventKind::Delete => f.matches(&cur).then_some("DELETED"),
         };
         Some(self.frame(kind?, cur?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k1s_api::selectors::Selector;
+
+    fn opts(fields: &str) -> ListOptions {
+        ListOptions { field_selector: Selector::parse_fields(fields).expect("selector"), ..Default::default() }
+    }
+
+    #[test]
+    fn name_and_namespace_selectors_read_the_key_as_the_stored_object_would_answer() {
+        let configmaps = k1s_api::resources::find("", "v1", "configmaps").expect("configmaps");
+        let namespaces = k1s_api::resources::find("", "v1", "namespaces").expect("namespaces");
+        let cm = |ns: &str, name: &str| {
+            let key = format!("/registry/configmaps/{ns}/{name}");
+            let stored = format!(r#"{{"kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"{ns}"}}}}"#);
+            (key, stored)
+        };
+        let cases = [
+            ("metadata.name=kube-root-ca.crt", "default", "kube-root-ca.crt", true),
+            ("metadata.name=kube-root-ca.crt", "default", "kube-root-ca.crt-2", false),
+            ("metadata.name!=a,metadata.namespace=dev", "dev", "b", true),
+            ("metadata.name!=a,metadata.namespace=dev", "dev", "a", false),
+            ("metadata.namespace=dev", "default", "b", false),
+        ];
+        for (sel, ns, name, want) in cases {
+            let list = opts(sel);
+            let f = Filter::new(configmaps, &list);
+            assert!(f.names_only.is_some(), "{sel}");
+            let (key, stored) = cm(ns, name);
+            assert_eq!(f.stored_matches(&key, stored.as_bytes()), want, "{sel} {key}");
+            // The same answer as decoding the stored object.
+            let decoded = object::stored_names(stored.as_bytes()).expect("names");
+            assert_eq!(registry::matches(configmaps, &list, &decoded), want, "{sel} {key}");
+        }
+        // A key of another form falls back to the stored bytes.
+        let list = opts("metadata.name=x");
+        let f = Filter::new(configmaps, &list);
+        assert!(f.stored_matches("/elsewhere", br#"{"metadata":{"name":"x","namespace":"d"}}"#));
+        assert!(!f.stored_matches("/elsewhere", br#"{"metadata":{"name":"y","namespace":"d"}}"#));
+        // Cluster-scoped: the name is all of the key after the prefix.
+        let list = opts("metadata.name=dev");
+        let f = Filter::new(namespaces, &list);
+        assert!(f.stored_matches("/registry/namespaces/dev", b"{}"));
+        assert!(!f.stored_matches("/registry/namespaces/prod", b"{}"));
+        // Other fields still decode the object.
+        let list = opts("data.key=v");
+        assert!(Filter::new(configmaps, &list).names_only.is_none());
     }
 }
