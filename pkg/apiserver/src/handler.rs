@@ -50,7 +50,11 @@ fn full(b: impl Into<Bytes>) -> Body {
 }
 
 pub(crate) fn respond_json(code: StatusCode, v: &Value) -> Response<Body> {
-    let body = serde_json::to_vec(v).unwrap_or_default();
+    respond_bytes(code, serde_json::to_vec(v).unwrap_or_default())
+}
+
+/// A reply of JSON already encoded.
+fn respond_bytes(code: StatusCode, body: Vec<u8>) -> Response<Body> {
     let mut r = Response::new(full(body));
     *r.status_mut() = code;
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -618,9 +622,12 @@ async fn resource_request(
             }
             let (headers, body) = read_request_body(req).await?;
             let obj = decode_body(&headers, &body)?;
-            let created = reg.create(&mut ctx, obj).await?;
-            let created = convert_object(created, conversion, res)?;
-            Ok(with_warnings(respond_json(StatusCode::CREATED, &created), &ctx.warnings))
+            let (created, json) = reg.create_with_json(&mut ctx, obj).await?;
+            let reply = match (json, &conversion) {
+                (Some(json), None) => respond_bytes(StatusCode::CREATED, json),
+                _ => respond_json(StatusCode::CREATED, &convert_object(created, conversion, res)?),
+            };
+            Ok(with_warnings(reply, &ctx.warnings))
         }
         "update" => {
             let (headers, body) = read_request_body(req).await?;

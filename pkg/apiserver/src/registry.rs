@@ -470,14 +470,22 @@ impl Registry {
 
     /// Create (POST).
     pub async fn create(&self, ctx: &mut Ctx<'_>, body: Value) -> Result<Value, ApiError> {
+        self.create_with_json(ctx, body).await.map(|(obj, _)| obj)
+    }
+
+    /// [`create`](Self::create), with the created object's JSON as well when it was stored (not
+    /// under dry-run): the stored bytes with `resourceVersion` spliced in, byte for byte what
+    /// encoding the returned object gives, without encoding it a second time.
+    pub async fn create_with_json(&self, ctx: &mut Ctx<'_>, body: Value) -> Result<(Value, Option<Vec<u8>>), ApiError> {
         let mut obj = body;
         Self::check_type_and_namespace(ctx, &mut obj)?;
         if object::resource_version(&obj).is_some() {
             return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
         }
         let mut obj = self.normalize(ctx, obj)?;
-        self.create_normalized(ctx, &mut obj).await?;
-        Ok(obj)
+        let stored = self.create_normalized(ctx, &mut obj).await?;
+        let json = stored.and_then(|(bytes, rev)| object::storage_json_with_rv(&bytes, rev));
+        Ok((obj, json))
     }
 
     /// The Service allocator, seeded from the stored Services on first use.
@@ -495,8 +503,9 @@ impl Registry {
         Ok(Some(a))
     }
 
-    /// Create of an already decoded and defaulted object (also used by apply-creates).
-    async fn create_normalized(&self, ctx: &mut Ctx<'_>, obj: &mut Value) -> Result<(), ApiError> {
+    /// Create of an already decoded and defaulted object (also used by apply-creates). Gives
+    /// the stored bytes and their revision, unless under dry-run.
+    async fn create_normalized(&self, ctx: &mut Ctx<'_>, obj: &mut Value) -> Result<Option<(Bytes, u64)>, ApiError> {
         let alloc = self.service_allocator(ctx.info)?;
         let taken = match alloc {
             Some(a) => Some(a.allocate_create(obj)?),
@@ -511,7 +520,7 @@ impl Registry {
         res
     }
 
-    async fn create_allocated(&self, ctx: &mut Ctx<'_>, obj: &mut Value) -> Result<(), ApiError> {
+    async fn create_allocated(&self, ctx: &mut Ctx<'_>, obj: &mut Value) -> Result<Option<(Bytes, u64)>, ApiError> {
         let info = ctx.info;
         {
             let md = meta_mut(obj);
@@ -553,12 +562,12 @@ impl Registry {
         self.validate_admission(ctx, Operation::Create, &name, ns.as_deref(), Some(obj), None).await?;
         Self::record_fields(ctx, None, obj);
         if ctx.dry_run {
-            return Ok(());
+            return Ok(None);
         }
         let key = Self::key(info, ns.as_deref(), &name);
         let kv = self.store.create(&key, object::to_storage(obj)).await.map_err(|e| from_store(e, info, &name))?;
         object::set_resource_version(obj, kv.mod_revision);
-        Ok(())
+        Ok(Some((kv.value, kv.mod_revision)))
     }
 
     async fn validate_admission(
@@ -962,7 +971,7 @@ impl Registry {
     }
 
     async fn create_applied(&self, ctx: &mut Ctx<'_>, obj: &mut Value) -> Result<(), ApiError> {
-        self.create_normalized(ctx, obj).await
+        self.create_normalized(ctx, obj).await.map(drop)
     }
 
     /// Delete one object, honouring preconditions, finalizers, graceful pod deletion and
@@ -1210,5 +1219,67 @@ pub fn parse_body(bytes: &Bytes, content_type: &str) -> Result<Value, ApiError> 
         }
         _ => serde_json::from_slice::<Value>(bytes)
             .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_created_objects_json_is_what_encoding_the_created_object_gives() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path(), k1s_store::StoreOptions::default()).expect("store");
+        let reg = Registry {
+            store,
+            admission: Arc::new(Chain { mutating: Vec::new(), validating: Vec::new() }),
+            services: None,
+        };
+        let user = UserInfo {
+            name: "admin".into(),
+            uid: String::new(),
+            groups: vec!["system:masters".into()],
+            extra: Default::default(),
+        };
+        let info = k1s_api::resources::find("", "v1", "configmaps").expect("configmaps");
+        let bodies = [
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "plain", "labels": {"app": "x"}},
+                   "data": {"k": "v \" \\ é \u{1}"}}),
+            // Metadata that mentions "resourceVersion" takes the decoding path.
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "mentions", "annotations": {"resourceVersion": "\"resourceVersion\""}}}),
+        ];
+        for (i, body) in bodies.into_iter().enumerate() {
+            for dry_run in [false, true] {
+                let mut ctx = Ctx {
+                    user: &user,
+                    info,
+                    namespace: Some("default"),
+                    subresource: None,
+                    dry_run,
+                    field_manager: "test".into(),
+                    field_validation: FieldValidation::Strict,
+                    warnings: Vec::new(),
+                };
+                let mut body = body.clone();
+                if dry_run {
+                    meta_mut(&mut body).insert("name".into(), json!(format!("dry-{i}")));
+                }
+                let (obj, json) = reg.create_with_json(&mut ctx, body).await.expect("create");
+                assert!(object::resource_version(&obj).is_some_and(|rv| !rv.is_empty()) != dry_run);
+                match json {
+                    Some(json) => {
+                        assert!(!dry_run);
+                        assert_eq!(
+                            String::from_utf8(json).expect("utf-8"),
+                            serde_json::to_string(&obj).expect("encode"),
+                            "{}",
+                            object::name(&obj)
+                        );
+                    }
+                    None => assert!(dry_run, "a stored create gives its JSON"),
+                }
+            }
+        }
     }
 }
