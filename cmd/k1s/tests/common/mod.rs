@@ -280,16 +280,30 @@ impl Server {
     /// Deletes every pod and waits until the kubelet has torn them down, so no container outlives
     /// the test.
     fn remove_all_pods(&self) {
-        let _ = self.kubectl(&["delete", "pods", "--all", "-A", "--grace-period=0", "--force", "--wait=false"]);
+        // Workload controllers first, or they replace the deleted pods (whose sandboxes the
+        // stop below would then leave with their CNI addresses and rules on the host).
+        let workloads = "cronjobs,jobs,deployments,replicasets,statefulsets,daemonsets,replicationcontrollers";
+        let _ = self.kubectl(&["delete", workloads, "--all", "-A", "--wait=false"]);
+        let delete_pods = || {
+            let _ = self.kubectl(&["delete", "pods", "--all", "-A", "--grace-period=0", "--force", "--wait=false"]);
+        };
+        delete_pods();
         let pods_dir = self.data_dir().join("agent/kubelet/pods");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
+        let started = Instant::now();
+        let mut deleted = started;
+        while started.elapsed() < Duration::from_secs(60) {
             let empty = std::fs::read_dir(&pods_dir).map(|mut d| d.next().is_none()).unwrap_or(true);
             if empty {
                 return;
             }
+            // A controller that had not seen its owner's deletion yet may have made another.
+            if deleted.elapsed() > Duration::from_secs(5) {
+                delete_pods();
+                deleted = Instant::now();
+            }
             std::thread::sleep(Duration::from_millis(200));
         }
+        eprintln!("test teardown: pods still on the node after 60 s; their sandboxes are left behind");
     }
 
     /// Kills whatever still references this test's directory (shims, containerd) and
