@@ -121,7 +121,7 @@ fn kubectl_create_token_authenticates_as_the_service_account() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let me: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(me["status"]["userInfo"]["username"], "system:serviceaccount:default:default");
-    // Built-in authorization: a service account may not list pods (yet: no RBAC).
+    // Nothing binds the account to a role: it may not list pods.
     let out = s.kubectl(&["--kubeconfig", kc.to_str().expect("path"), "get", "pods"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("forbidden"), "{}", String::from_utf8_lossy(&out.stderr));
@@ -337,4 +337,93 @@ fn the_signing_key_survives_restarts_and_the_serving_cert_names_the_kubernetes_s
     ] {
         assert!(sans.contains(&want), "{want} missing from {sans:?}");
     }
+}
+
+/// RBAC with stock kubectl: the default roles exist, bindings grant a service account what its
+/// role allows (in the RoleBinding's namespace only; everywhere with a ClusterRoleBinding),
+/// `resourceNames` narrow a rule, aggregated roles take in labelled roles, `auth can-i` and
+/// `--list` agree, and deleting a binding takes its grant away.
+#[test]
+fn rbac_bindings_grant_service_accounts_what_their_roles_allow() {
+    let s = Server::start();
+    let roles = s.ok(&["get", "clusterroles", "-o", "name"]);
+    for r in ["cluster-admin", "admin", "edit", "view", "system:discovery", "system:basic-user"] {
+        assert!(roles.lines().any(|l| l == format!("clusterrole.rbac.authorization.k8s.io/{r}")), "{r}: {roles}");
+    }
+    s.ok(&["create", "serviceaccount", "robot"]);
+    let kc = token_kubeconfig(&s, &create_token(&s, &["robot"]));
+    let kc = kc.to_str().expect("path").to_string();
+    let robot = |args: &[&str]| {
+        let mut a = vec!["--kubeconfig", kc.as_str()];
+        a.extend_from_slice(args);
+        s.kubectl(&a)
+    };
+    let allowed = |args: &[&str]| {
+        let out = robot(args);
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success() || stderr.contains("forbidden"), "{args:?}: {stderr}");
+        out.status.success()
+    };
+    let can_i = |args: &[&str]| {
+        let mut a = vec!["auth", "can-i"];
+        a.extend_from_slice(args);
+        let out = robot(&a);
+        let answer = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert_eq!(answer == "yes", out.status.success(), "{args:?}: {answer}");
+        answer == "yes"
+    };
+    // Nothing bound: discovery and self-reviews only.
+    assert!(!allowed(&["get", "pods"]));
+    assert!(!can_i(&["list", "pods"]));
+    assert!(allowed(&["auth", "whoami"]));
+
+    // view in default: read pods there, not elsewhere, not secrets, no writes.
+    s.ok(&["create", "rolebinding", "robot-view", "--clusterrole=view", "--serviceaccount=default:robot"]);
+    assert!(allowed(&["get", "pods"]));
+    assert!(can_i(&["list", "pods"]));
+    assert!(can_i(&["get", "deployments.apps"]));
+    assert!(!can_i(&["create", "pods"]));
+    assert!(!can_i(&["get", "secrets"]));
+    assert!(!allowed(&["get", "pods", "-n", "kube-system"]));
+    assert!(!allowed(&["create", "configmap", "c1", "--from-literal=a=b"]));
+    let list = String::from_utf8_lossy(&robot(&["auth", "can-i", "--list"]).stdout).to_string();
+    assert!(list.lines().any(|l| l.starts_with("pods ") && l.contains("[get list watch]")), "{list}");
+
+    // A Role with resourceNames: that ConfigMap only.
+    s.ok(&["create", "configmap", "settings", "--from-literal=a=b"]);
+    s.ok(&["create", "configmap", "other", "--from-literal=a=b"]);
+    s.ok(&[
+        "create",
+        "role",
+        "settings-editor",
+        "--verb=get,patch",
+        "--resource=configmaps",
+        "--resource-name=settings",
+    ]);
+    s.ok(&["create", "rolebinding", "robot-settings", "--role=settings-editor", "--serviceaccount=default:robot"]);
+    assert!(allowed(&["label", "configmap", "settings", "touched=yes"]));
+    assert!(!allowed(&["label", "configmap", "other", "touched=yes"]));
+    assert!(can_i(&["patch", "configmaps/settings"]));
+    assert!(!can_i(&["patch", "configmaps"]), "a rule with names does not cover every ConfigMap");
+
+    // edit everywhere, through a ClusterRoleBinding.
+    s.ok(&["create", "clusterrolebinding", "robot-edit", "--clusterrole=edit", "--serviceaccount=default:robot"]);
+    assert!(allowed(&["create", "deployment", "web", "--image=busybox", "-n", "kube-system"]));
+    assert!(can_i(&["get", "secrets", "-n", "kube-public"]));
+    assert!(!can_i(&["create", "roles"]), "roles are admin's");
+    assert!(!allowed(&["get", "nodes"]), "nodes are in no default namespace role");
+
+    // A ClusterRole labelled to aggregate into view reaches edit too (edit aggregates view).
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: node-reader\n  labels: {rbac.authorization.k8s.io/aggregate-to-view: \"true\"}\nrules:\n- apiGroups: [\"\"]\n  resources: [nodes]\n  verbs: [get, list]\n",
+    );
+    assert!(allowed(&["get", "nodes"]));
+    assert!(can_i(&["list", "nodes"]));
+
+    // Deleting the binding takes the grant away.
+    s.ok(&["delete", "clusterrolebinding", "robot-edit"]);
+    assert!(!allowed(&["get", "nodes"]));
+    assert!(!can_i(&["create", "deployments", "-n", "kube-system"]));
+    assert!(can_i(&["list", "pods"]), "the RoleBinding in default still holds");
 }

@@ -126,7 +126,7 @@ pub trait Authorizer: Send + Sync {
     fn authorize(&self, attrs: &Attributes<'_>) -> Decision;
 }
 
-/// Built-in policy until RBAC lands: `system:masters` may do anything; the built-in components
+/// Built-in policy, consulted before RBAC: `system:masters` may do anything; the built-in components
 /// (controller manager, scheduler, nodes, proxy) may act in their roles; everyone authenticated
 /// may read discovery, OpenAPI, version and health endpoints and review their own access.
 pub struct BuiltinAuthorizer;

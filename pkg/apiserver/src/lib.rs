@@ -18,6 +18,7 @@ mod lifecycle;
 mod object;
 mod pod_admission;
 mod proxy;
+pub mod rbac;
 pub mod registry;
 mod request;
 mod server;
@@ -108,7 +109,10 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
             Box::new(auth::X509Authenticator),
             Box::new(serviceaccount::TokenAuthenticator { tokens: tokens.clone(), objects }),
         ])),
-        authz: Box::new(auth::UnionAuthorizer(vec![Box::new(auth::BuiltinAuthorizer)])),
+        authz: Box::new(auth::UnionAuthorizer(vec![
+            Box::new(auth::BuiltinAuthorizer),
+            Box::new(rbac::RbacAuthorizer { store: config.store.clone() }),
+        ])),
         server_address: config.advertise.clone().unwrap_or_else(|| local_addr.to_string()),
         cancel: cancel.clone(),
         ready: AtomicBool::new(false),
@@ -223,6 +227,7 @@ async fn refresh_endpoints(registry: &Registry, endpoint_ip: std::net::IpAddr, p
 }
 
 async fn bootstrap(registry: &Registry) {
+    rbac::bootstrap(registry).await;
     let Some(ns) = k1s_api::resources::find("", "v1", "namespaces") else { return };
     for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});

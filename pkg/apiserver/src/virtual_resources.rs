@@ -146,11 +146,28 @@ pub async fn handle(
                     "incomplete": false,
                 })
             } else {
-                json!({
-                    "resourceRules": [{"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]}],
-                    "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"]}],
-                    "incomplete": true,
-                })
+                // What the built-in policy gives every authenticated user, then what RBAC grants.
+                let mut resource_rules = vec![
+                    json!({"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]}),
+                ];
+                let mut non_resource_rules = vec![
+                    json!({"verbs": ["get"], "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"]}),
+                ];
+                let namespace = spec.get("namespace").and_then(Value::as_str);
+                let rbac = crate::rbac::RbacAuthorizer { store: state.registry.store.clone() };
+                for r in rbac.rules_for(user, namespace) {
+                    if !r.non_resource_urls.is_empty() {
+                        non_resource_rules.push(json!({"verbs": r.verbs, "nonResourceURLs": r.non_resource_urls}));
+                    }
+                    if !r.resources.is_empty() {
+                        let mut rule = json!({"verbs": r.verbs, "apiGroups": r.api_groups, "resources": r.resources});
+                        if !r.resource_names.is_empty() {
+                            rule["resourceNames"] = json!(r.resource_names);
+                        }
+                        resource_rules.push(rule);
+                    }
+                }
+                json!({"resourceRules": resource_rules, "nonResourceRules": non_resource_rules, "incomplete": false})
             };
         }
         "selfsubjectreviews" => {

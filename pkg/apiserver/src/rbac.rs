@@ -1,0 +1,578 @@
+//! RBAC authorization (`rbac.authorization.k8s.io/v1`) as upstream's authorizer decides: a
+//! request is allowed when a ClusterRoleBinding, or a RoleBinding in the request's namespace,
+//! names the user (by name, one of its groups, or as a ServiceAccount) and its role has a rule
+//! covering the request. RBAC only allows; having no rule is "no opinion", which the union of
+//! authorizers turns into a denial. ClusterRoles with an `aggregationRule` take the rules of the
+//! ClusterRoles their selectors match, resolved when a request is authorized.
+//!
+//! Also the default roles and bindings every cluster starts with (`cluster-admin`, `admin`,
+//! `edit`, `view`, discovery and self-review access), created on start when missing.
+
+use crate::auth::{Attributes, Authorizer, Decision, UserInfo};
+use crate::registry::Registry;
+use crate::request::RequestInfo;
+use k1s_api::resources::ResourceInfo;
+use k1s_store::Store;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+const GROUP: &str = "rbac.authorization.k8s.io";
+
+fn info(resource: &str) -> Option<&'static ResourceInfo> {
+    k1s_api::resources::find(GROUP, "v1", resource)
+}
+
+/// One rule of a Role or ClusterRole.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PolicyRule {
+    pub verbs: Vec<String>,
+    pub api_groups: Vec<String>,
+    pub resources: Vec<String>,
+    pub resource_names: Vec<String>,
+    #[serde(rename = "nonResourceURLs")]
+    pub non_resource_urls: Vec<String>,
+}
+
+impl PolicyRule {
+    /// Whether this rule covers the request.
+    pub fn allows(&self, req: &RequestInfo) -> bool {
+        if !self.verbs.iter().any(|v| v == "*" || *v == req.verb) {
+            return false;
+        }
+        if !req.is_resource {
+            let path = req.path.as_str();
+            return self
+                .non_resource_urls
+                .iter()
+                .any(|u| u == "*" || u == path || u.strip_suffix('*').is_some_and(|prefix| path.starts_with(prefix)));
+        }
+        let group_ok = self.api_groups.iter().any(|g| g == "*" || *g == req.group);
+        let resource_ok = self.resources.iter().any(|r| {
+            if r == "*" {
+                return true;
+            }
+            match req.subresource.as_deref() {
+                None => *r == req.resource,
+                Some(sub) => r.split_once('/').is_some_and(|(res, s)| s == sub && (res == "*" || res == req.resource)),
+            }
+        });
+        // Names narrow a rule to those objects: requests without a name (list, create) are not
+        // covered by it.
+        let name_ok = self.resource_names.is_empty()
+            || req.name.as_ref().is_some_and(|n| self.resource_names.iter().any(|r| r == n));
+        group_ok && resource_ok && name_ok
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Subject {
+    kind: String,
+    name: String,
+    namespace: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct RoleRef {
+    kind: String,
+    name: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct Binding {
+    subjects: Vec<Subject>,
+    role_ref: RoleRef,
+}
+
+impl Binding {
+    /// Whether a subject of this binding is `user`. A ServiceAccount subject without a namespace
+    /// is in the RoleBinding's own (`namespace`).
+    fn applies_to(&self, user: &UserInfo, namespace: Option<&str>) -> bool {
+        self.subjects.iter().any(|s| match s.kind.as_str() {
+            "User" => s.name == user.name,
+            "Group" => user.groups.contains(&s.name),
+            "ServiceAccount" => {
+                let ns = s.namespace.as_deref().filter(|n| !n.is_empty()).or(namespace);
+                ns.is_some_and(|ns| {
+                    user.name.strip_prefix("system:serviceaccount:").and_then(|rest| rest.split_once(':'))
+                        == Some((ns, s.name.as_str()))
+                })
+            }
+            _ => false,
+        })
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct AggregationRule {
+    cluster_role_selectors: Vec<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct Role {
+    metadata: Value,
+    rules: Option<Vec<PolicyRule>>,
+    aggregation_rule: Option<AggregationRule>,
+}
+
+/// The RBAC authorizer, reading roles and bindings from the store.
+pub struct RbacAuthorizer {
+    pub store: Store,
+}
+
+impl RbacAuthorizer {
+    fn list<T: DeserializeOwned>(&self, prefix: &str) -> Vec<T> {
+        match self.store.list(prefix, None, 0, None) {
+            Ok(page) => page.items.iter().filter_map(|kv| serde_json::from_slice(&kv.value).ok()).collect(),
+            Err(e) => {
+                tracing::warn!(prefix, error = %e, "RBAC: reading the policy failed");
+                Vec::new()
+            }
+        }
+    }
+
+    fn get<T: DeserializeOwned>(&self, info: &ResourceInfo, namespace: Option<&str>, name: &str) -> Option<T> {
+        let kv = self.store.get(&Registry::key(info, namespace, name)).ok()??;
+        serde_json::from_slice(&kv.value).ok()
+    }
+
+    /// A ClusterRole's rules, with those of the ClusterRoles it aggregates.
+    fn cluster_role_rules(&self, name: &str) -> Vec<PolicyRule> {
+        let Some(roles) = info("clusterroles") else { return Vec::new() };
+        let mut seen = vec![name.to_string()];
+        let Some(role) = self.get::<Role>(roles, None, name) else { return Vec::new() };
+        let mut rules = Vec::new();
+        self.collect(roles, role, &mut seen, &mut rules);
+        rules
+    }
+
+    fn collect(&self, roles: &ResourceInfo, role: Role, seen: &mut Vec<String>, rules: &mut Vec<PolicyRule>) {
+        rules.extend(role.rules.unwrap_or_default());
+        let Some(agg) = role.aggregation_rule else { return };
+        let selectors: Vec<k1s_api::selectors::Selector> = agg
+            .cluster_role_selectors
+            .iter()
+            .filter_map(|s| k1s_api::selectors::Selector::from_label_selector(s).ok())
+            .collect();
+        if selectors.is_empty() {
+            return;
+        }
+        for other in self.list::<Role>(&roles.storage_prefix()) {
+            let name = other.metadata.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+            let labels = other.metadata.get("labels");
+            if seen.contains(&name) || !selectors.iter().any(|s| s.matches_labels(labels)) {
+                continue;
+            }
+            seen.push(name);
+            self.collect(roles, other, seen, rules);
+        }
+    }
+
+    /// The rules a binding grants (a RoleBinding's in its namespace).
+    fn bound_rules(&self, binding: &Binding, namespace: Option<&str>) -> Vec<PolicyRule> {
+        match (binding.role_ref.kind.as_str(), namespace) {
+            ("ClusterRole", _) => self.cluster_role_rules(&binding.role_ref.name),
+            ("Role", Some(ns)) => info("roles")
+                .and_then(|roles| self.get::<Role>(roles, Some(ns), &binding.role_ref.name))
+                .and_then(|r| r.rules)
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Every rule that applies to `user` cluster-wide and, with `namespace`, in that namespace:
+    /// what a SelfSubjectRulesReview lists.
+    pub fn rules_for(&self, user: &UserInfo, namespace: Option<&str>) -> Vec<PolicyRule> {
+        let mut rules = Vec::new();
+        if let Some(crb) = info("clusterrolebindings") {
+            for b in self.list::<Binding>(&crb.storage_prefix()) {
+                if b.applies_to(user, None) {
+                    rules.extend(self.bound_rules(&b, None));
+                }
+            }
+        }
+        if let (Some(rb), Some(ns)) = (info("rolebindings"), namespace.filter(|n| !n.is_empty())) {
+            for b in self.list::<Binding>(&format!("{}{ns}/", rb.storage_prefix())) {
+                if b.applies_to(user, Some(ns)) {
+                    rules.extend(self.bound_rules(&b, Some(ns)));
+                }
+            }
+        }
+        rules
+    }
+}
+
+impl Authorizer for RbacAuthorizer {
+    fn authorize(&self, attrs: &Attributes<'_>) -> Decision {
+        let req = attrs.info;
+        if let Some(crb) = info("clusterrolebindings") {
+            for b in self.list::<Binding>(&crb.storage_prefix()) {
+                if b.applies_to(attrs.user, None) && self.bound_rules(&b, None).iter().any(|r| r.allows(req)) {
+                    return Decision::Allow;
+                }
+            }
+        }
+        let namespace = req.namespace.as_deref().filter(|n| req.is_resource && !n.is_empty());
+        if let (Some(rb), Some(ns)) = (info("rolebindings"), namespace) {
+            for b in self.list::<Binding>(&format!("{}{ns}/", rb.storage_prefix())) {
+                if b.applies_to(attrs.user, Some(ns)) && self.bound_rules(&b, Some(ns)).iter().any(|r| r.allows(req)) {
+                    return Decision::Allow;
+                }
+            }
+        }
+        Decision::NoOpinion
+    }
+}
+
+fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
+    json!({"apiGroups": groups, "resources": resources, "verbs": verbs})
+}
+
+fn urls(urls: &[&str], verbs: &[&str]) -> Value {
+    json!({"nonResourceURLs": urls, "verbs": verbs})
+}
+
+const READ: &[&str] = &["get", "list", "watch"];
+const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
+const READ_WRITE: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+
+/// The default ClusterRoles: (name, labels beyond the bootstrapping one, rules, the label the
+/// role aggregates by).
+fn default_cluster_roles() -> Vec<(&'static str, Value, Vec<Value>, Option<&'static str>)> {
+    let agg = |to: &str| json!({format!("rbac.authorization.k8s.io/aggregate-to-{to}"): "true"});
+    vec![
+        ("cluster-admin", json!({}), vec![rule(&["*"], &["*"], &["*"]), urls(&["*"], &["*"])], None),
+        ("admin", json!({}), Vec::new(), Some("admin")),
+        ("edit", agg("admin"), Vec::new(), Some("edit")),
+        ("view", agg("edit"), Vec::new(), Some("view")),
+        (
+            "system:aggregate-to-admin",
+            agg("admin"),
+            vec![
+                rule(&["authorization.k8s.io"], &["localsubjectaccessreviews"], &["create"]),
+                rule(&[GROUP], &["rolebindings", "roles"], READ_WRITE),
+            ],
+            None,
+        ),
+        (
+            "system:aggregate-to-edit",
+            agg("edit"),
+            vec![
+                rule(
+                    &[""],
+                    &["pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "secrets", "services/proxy"],
+                    READ,
+                ),
+                rule(&[""], &["serviceaccounts"], &["impersonate"]),
+                rule(&[""], &["pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy"], WRITE),
+                rule(&[""], &["pods/eviction"], &["create"]),
+                rule(
+                    &[""],
+                    &[
+                        "configmaps",
+                        "events",
+                        "persistentvolumeclaims",
+                        "replicationcontrollers",
+                        "replicationcontrollers/scale",
+                        "secrets",
+                        "serviceaccounts",
+                        "services",
+                        "services/proxy",
+                    ],
+                    WRITE,
+                ),
+                rule(&[""], &["serviceaccounts/token"], &["create"]),
+                rule(
+                    &["apps"],
+                    &[
+                        "daemonsets",
+                        "deployments",
+                        "deployments/rollback",
+                        "deployments/scale",
+                        "replicasets",
+                        "replicasets/scale",
+                        "statefulsets",
+                        "statefulsets/scale",
+                    ],
+                    WRITE,
+                ),
+                rule(&["autoscaling"], &["horizontalpodautoscalers"], WRITE),
+                rule(&["batch"], &["cronjobs", "jobs"], WRITE),
+                rule(&["policy"], &["poddisruptionbudgets"], WRITE),
+                rule(&["networking.k8s.io"], &["ingresses", "networkpolicies"], WRITE),
+                rule(&["coordination.k8s.io"], &["leases"], READ_WRITE),
+            ],
+            None,
+        ),
+        (
+            "system:aggregate-to-view",
+            agg("view"),
+            vec![
+                rule(
+                    &[""],
+                    &[
+                        "configmaps",
+                        "endpoints",
+                        "persistentvolumeclaims",
+                        "persistentvolumeclaims/status",
+                        "pods",
+                        "replicationcontrollers",
+                        "replicationcontrollers/scale",
+                        "serviceaccounts",
+                        "services",
+                        "services/status",
+                    ],
+                    READ,
+                ),
+                rule(
+                    &[""],
+                    &[
+                        "bindings",
+                        "events",
+                        "limitranges",
+                        "namespaces/status",
+                        "pods/log",
+                        "pods/status",
+                        "replicationcontrollers/status",
+                        "resourcequotas",
+                        "resourcequotas/status",
+                    ],
+                    READ,
+                ),
+                rule(&[""], &["namespaces"], READ),
+                rule(&["discovery.k8s.io"], &["endpointslices"], READ),
+                rule(
+                    &["apps"],
+                    &[
+                        "controllerrevisions",
+                        "daemonsets",
+                        "daemonsets/status",
+                        "deployments",
+                        "deployments/scale",
+                        "deployments/status",
+                        "replicasets",
+                        "replicasets/scale",
+                        "replicasets/status",
+                        "statefulsets",
+                        "statefulsets/scale",
+                        "statefulsets/status",
+                    ],
+                    READ,
+                ),
+                rule(&["autoscaling"], &["horizontalpodautoscalers", "horizontalpodautoscalers/status"], READ),
+                rule(&["batch"], &["cronjobs", "cronjobs/status", "jobs", "jobs/status"], READ),
+                rule(&["policy"], &["poddisruptionbudgets", "poddisruptionbudgets/status"], READ),
+                rule(&["networking.k8s.io"], &["ingresses", "ingresses/status", "networkpolicies"], READ),
+            ],
+            None,
+        ),
+        (
+            "system:auth-delegator",
+            json!({}),
+            vec![
+                rule(&["authentication.k8s.io"], &["tokenreviews"], &["create"]),
+                rule(&["authorization.k8s.io"], &["subjectaccessreviews"], &["create"]),
+            ],
+            None,
+        ),
+        (
+            "system:basic-user",
+            json!({}),
+            vec![
+                rule(&["authorization.k8s.io"], &["selfsubjectaccessreviews", "selfsubjectrulesreviews"], &["create"]),
+                rule(&["authentication.k8s.io"], &["selfsubjectreviews"], &["create"]),
+            ],
+            None,
+        ),
+        (
+            "system:discovery",
+            json!({}),
+            vec![urls(
+                &[
+                    "/api",
+                    "/api/*",
+                    "/apis",
+                    "/apis/*",
+                    "/healthz",
+                    "/livez",
+                    "/openapi",
+                    "/openapi/*",
+                    "/readyz",
+                    "/version",
+                    "/version/",
+                ],
+                &["get"],
+            )],
+            None,
+        ),
+        (
+            "system:public-info-viewer",
+            json!({}),
+            vec![urls(&["/healthz", "/livez", "/readyz", "/version", "/version/"], &["get"])],
+            None,
+        ),
+    ]
+}
+
+/// The default ClusterRoleBindings: (name, groups).
+const DEFAULT_BINDINGS: &[(&str, &[&str])] = &[
+    ("cluster-admin", &["system:masters"]),
+    ("system:basic-user", &["system:authenticated"]),
+    ("system:discovery", &["system:authenticated"]),
+    ("system:public-info-viewer", &["system:authenticated", "system:unauthenticated"]),
+];
+
+fn bootstrap_metadata(name: &str, extra_labels: &Value) -> Value {
+    let mut labels = json!({"kubernetes.io/bootstrapping": "rbac-defaults"});
+    if let (Some(l), Some(extra)) = (labels.as_object_mut(), extra_labels.as_object()) {
+        l.extend(extra.clone());
+    }
+    json!({"name": name, "labels": labels, "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}})
+}
+
+/// The default roles and bindings as objects to create: ClusterRoles first.
+pub fn default_policy() -> Vec<Value> {
+    let mut objects = Vec::new();
+    for (name, labels, rules, aggregates) in default_cluster_roles() {
+        let mut role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                              "metadata": bootstrap_metadata(name, &labels)});
+        match aggregates {
+            Some(to) => {
+                role["aggregationRule"] = json!({"clusterRoleSelectors": [
+                    {"matchLabels": {format!("rbac.authorization.k8s.io/aggregate-to-{to}"): "true"}}
+                ]});
+            }
+            None => role["rules"] = Value::Array(rules),
+        }
+        objects.push(role);
+    }
+    for (name, groups) in DEFAULT_BINDINGS {
+        let subjects: Vec<Value> =
+            groups.iter().map(|g| json!({"kind": "Group", "apiGroup": GROUP, "name": g})).collect();
+        objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                            "metadata": bootstrap_metadata(name, &json!({})),
+                            "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": name},
+                            "subjects": subjects}));
+    }
+    objects
+}
+
+/// Creates the default roles and bindings that are missing.
+pub async fn bootstrap(registry: &Registry) {
+    for obj in default_policy() {
+        let resource = match obj["kind"].as_str() {
+            Some("ClusterRole") => "clusterroles",
+            _ => "clusterrolebindings",
+        };
+        let Some(res) = info(resource) else { continue };
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        if let Err(e) = registry.ensure(res, obj).await {
+            tracing::error!(resource, name, error = %e, "creating a default RBAC object failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(verb: &str, group: &str, resource: &str, sub: Option<&str>, name: Option<&str>) -> RequestInfo {
+        RequestInfo {
+            is_resource: true,
+            verb: verb.into(),
+            group: group.into(),
+            resource: resource.into(),
+            subresource: sub.map(str::to_string),
+            name: name.map(str::to_string),
+            namespace: Some("default".into()),
+            ..Default::default()
+        }
+    }
+
+    fn pr(v: Value) -> PolicyRule {
+        serde_json::from_value(v).expect("rule")
+    }
+
+    #[test]
+    fn rules_match_verbs_groups_resources_subresources_and_names_as_upstream() {
+        let pods = pr(rule(&[""], &["pods"], READ));
+        assert!(pods.allows(&req("get", "", "pods", None, Some("a"))));
+        assert!(pods.allows(&req("list", "", "pods", None, None)));
+        assert!(!pods.allows(&req("create", "", "pods", None, None)));
+        assert!(!pods.allows(&req("get", "apps", "pods", None, None)), "another group");
+        assert!(!pods.allows(&req("get", "", "pods", Some("log"), Some("a"))), "a subresource is named");
+        let log = pr(rule(&[""], &["pods/log"], &["get"]));
+        assert!(log.allows(&req("get", "", "pods", Some("log"), Some("a"))));
+        assert!(!log.allows(&req("get", "", "pods", None, Some("a"))));
+        let any_status = pr(rule(&["*"], &["*/status"], &["*"]));
+        assert!(any_status.allows(&req("update", "apps", "deployments", Some("status"), Some("d"))));
+        assert!(!any_status.allows(&req("update", "apps", "deployments", None, Some("d"))));
+        let all = pr(rule(&["*"], &["*"], &["*"]));
+        assert!(all.allows(&req("deletecollection", "batch", "jobs", None, None)));
+        assert!(all.allows(&req("get", "", "pods", Some("exec"), Some("p"))));
+        let named = pr(json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"],
+                              "resourceNames": ["settings"]}));
+        assert!(named.allows(&req("get", "", "configmaps", None, Some("settings"))));
+        assert!(!named.allows(&req("get", "", "configmaps", None, Some("other"))));
+        assert!(!named.allows(&req("list", "", "configmaps", None, None)), "names do not cover a list");
+        // A resource rule does not cover paths, nor a path rule resources.
+        let discovery = pr(urls(&["/apis", "/apis/*", "/version"], &["get"]));
+        let path = |verb: &str, p: &str| RequestInfo {
+            is_resource: false,
+            verb: verb.into(),
+            path: p.into(),
+            ..Default::default()
+        };
+        assert!(discovery.allows(&path("get", "/apis/apps/v1")));
+        assert!(discovery.allows(&path("get", "/version")));
+        assert!(!discovery.allows(&path("get", "/version/x")));
+        assert!(!discovery.allows(&path("post", "/apis")));
+        assert!(!discovery.allows(&req("get", "", "pods", None, None)));
+        assert!(!pods.allows(&path("get", "/api")));
+        assert!(pr(urls(&["*"], &["*"])).allows(&path("delete", "/anything")));
+    }
+
+    #[test]
+    fn subjects_match_users_groups_and_service_accounts() {
+        let b: Binding = serde_json::from_value(json!({
+            "roleRef": {"kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "User", "name": "alice"}, {"kind": "Group", "name": "team"},
+                         {"kind": "ServiceAccount", "name": "robot"},
+                         {"kind": "ServiceAccount", "name": "ci", "namespace": "tools"}]
+        }))
+        .expect("binding");
+        let user = |name: &str, groups: &[&str]| UserInfo::new(name, groups);
+        assert!(b.applies_to(&user("alice", &[]), Some("default")));
+        assert!(!b.applies_to(&user("bob", &[]), Some("default")));
+        assert!(b.applies_to(&user("bob", &["team"]), Some("default")));
+        assert!(b.applies_to(&user("system:serviceaccount:default:robot", &[]), Some("default")));
+        assert!(!b.applies_to(&user("system:serviceaccount:other:robot", &[]), Some("default")));
+        assert!(!b.applies_to(&user("system:serviceaccount:default:robot", &[]), None), "no namespace to default to");
+        assert!(b.applies_to(&user("system:serviceaccount:tools:ci", &[]), None));
+    }
+
+    #[test]
+    fn the_default_policy_has_upstreams_roles_and_bindings() {
+        let policy = default_policy();
+        let names: Vec<(&str, &str)> = policy
+            .iter()
+            .map(|o| (o["kind"].as_str().unwrap_or_default(), o["metadata"]["name"].as_str().unwrap_or_default()))
+            .collect();
+        for role in ["cluster-admin", "admin", "edit", "view", "system:discovery", "system:basic-user"] {
+            assert!(names.contains(&("ClusterRole", role)), "{role}");
+        }
+        assert!(names.contains(&("ClusterRoleBinding", "cluster-admin")));
+        let view = policy.iter().find(|o| o["metadata"]["name"] == "view").expect("view");
+        assert_eq!(view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"], "true");
+        assert!(view.get("rules").is_none());
+        for o in &policy {
+            assert_eq!(o["metadata"]["labels"]["kubernetes.io/bootstrapping"], "rbac-defaults");
+        }
+    }
+}
