@@ -426,4 +426,53 @@ fn rbac_bindings_grant_service_accounts_what_their_roles_allow() {
     assert!(!allowed(&["get", "nodes"]));
     assert!(!can_i(&["create", "deployments", "-n", "kube-system"]));
     assert!(can_i(&["list", "pods"]), "the RoleBinding in default still holds");
+
+    // Escalation prevention: as admin of a namespace, the account may hand out what it holds
+    // there, and nothing more.
+    s.ok(&["create", "namespace", "team"]);
+    s.ok(&[
+        "create",
+        "rolebinding",
+        "robot-admin",
+        "-n",
+        "team",
+        "--clusterrole=admin",
+        "--serviceaccount=default:robot",
+    ]);
+    assert!(allowed(&["create", "role", "pod-reader", "-n", "team", "--verb=get,list", "--resource=pods"]));
+    assert!(allowed(&["create", "rolebinding", "viewers", "-n", "team", "--clusterrole=view", "--group=viewers"]));
+    // (get and list on nodes it holds: node-reader aggregates into view, which admin includes.)
+    let out = robot(&["create", "role", "node-deleter", "-n", "team", "--verb=get,delete", "--resource=nodes"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "a role with rules the account does not hold");
+    assert!(err.contains("is attempting to grant RBAC permissions not currently held"), "{err}");
+    assert!(err.contains(r#"{APIGroups:[""], Resources:["nodes"], Verbs:["delete"]}"#), "{err}");
+    assert!(!err.contains(r#"Verbs:["get"]"#), "get on nodes is held: {err}");
+    let out = robot(&["create", "rolebinding", "root", "-n", "team", "--clusterrole=cluster-admin", "--group=viewers"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success() && err.contains("not currently held"), "binding cluster-admin: {err}");
+    let got = s.kubectl(&["get", "rolebinding", "root", "-n", "team"]);
+    assert!(String::from_utf8_lossy(&got.stderr).contains("not found"), "a refused binding is not written");
+    // The `bind` verb on that ClusterRole, granted in the namespace, lets it bind what it does
+    // not hold itself.
+    s.ok(&[
+        "create",
+        "role",
+        "binder",
+        "-n",
+        "team",
+        "--verb=bind",
+        "--resource=clusterroles.rbac.authorization.k8s.io",
+        "--resource-name=cluster-admin",
+    ]);
+    s.ok(&["create", "rolebinding", "robot-binder", "-n", "team", "--role=binder", "--serviceaccount=default:robot"]);
+    assert!(allowed(&[
+        "create",
+        "rolebinding",
+        "root",
+        "-n",
+        "team",
+        "--clusterrole=cluster-admin",
+        "--group=viewers"
+    ]));
 }

@@ -94,7 +94,10 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
             Box::new(pod_admission::DefaultTolerationSeconds),
             Box::new(pod_admission::Priority { store: config.store.clone() }),
         ],
-        validating: vec![Box::new(lifecycle::NamespaceLifecycle { store: config.store.clone() })],
+        validating: vec![
+            Box::new(lifecycle::NamespaceLifecycle { store: config.store.clone() }),
+            Box::new(rbac::EscalationCheck { store: config.store.clone() }),
+        ],
     };
     let cidr = service_alloc::Cidr::parse(&config.service_cidr)
         .ok_or_else(|| ServeError::Config(format!("invalid service CIDR {:?}", config.service_cidr)))?;

@@ -230,6 +230,191 @@ impl Authorizer for RbacAuthorizer {
     }
 }
 
+/// Upstream's escalation prevention, as a validating admission step for the RBAC kinds: a user may
+/// create or update a Role or ClusterRole only with rules it already holds (or the `escalate`
+/// verb on it), and a binding only to a role whose rules it holds (or the `bind` verb on the
+/// role). The built-in identities and `system:masters` are exempt, as upstream exempts
+/// `system:masters`.
+pub struct EscalationCheck {
+    pub store: Store,
+}
+
+impl EscalationCheck {
+    /// Whether `user` may `verb` (`escalate` or `bind`) the role `name`.
+    fn allowed(&self, user: &UserInfo, verb: &str, resource: &str, namespace: Option<&str>, name: &str) -> bool {
+        let req = RequestInfo {
+            is_resource: true,
+            verb: verb.into(),
+            group: GROUP.into(),
+            version: "v1".into(),
+            resource: resource.into(),
+            namespace: namespace.map(str::to_string),
+            name: Some(name.to_string()),
+            ..Default::default()
+        };
+        let attrs = Attributes { user, info: &req };
+        crate::auth::BuiltinAuthorizer.authorize(&attrs) == Decision::Allow
+            || RbacAuthorizer { store: self.store.clone() }.authorize(&attrs) == Decision::Allow
+    }
+
+    fn check(&self, attrs: &crate::admission::Attributes<'_>) -> Result<(), crate::error::ApiError> {
+        let res = attrs.resource;
+        let Some(obj) = attrs.object.as_deref() else { return Ok(()) };
+        let user = attrs.user;
+        let (role_resource, role_name, role_ns) = match res.resource {
+            "roles" | "clusterroles" => (res.resource, attrs.name, attrs.namespace),
+            "rolebindings" | "clusterrolebindings" => {
+                let kind = obj.pointer("/roleRef/kind").and_then(Value::as_str).unwrap_or_default();
+                let name = obj.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or_default();
+                match kind {
+                    "Role" => ("roles", name, attrs.namespace),
+                    _ => ("clusterroles", name, None),
+                }
+            }
+            _ => return Ok(()),
+        };
+        let binding = res.resource.ends_with("bindings");
+        let verb = if binding { "bind" } else { "escalate" };
+        // Asked in the object's own namespace, as upstream asks (a RoleBinding may be allowed
+        // to bind a ClusterRole there).
+        if self.allowed(user, verb, role_resource, attrs.namespace, role_name) {
+            return Ok(());
+        }
+        let forbidden =
+            |message: String| crate::error::ApiError::forbidden_message(res.group, res.resource, attrs.name, message);
+        let requested: Vec<PolicyRule> = if binding {
+            match role_resource {
+                "roles" => info("roles")
+                    .and_then(|roles| {
+                        RbacAuthorizer { store: self.store.clone() }.get::<Role>(roles, role_ns, role_name)
+                    })
+                    .and_then(|r| r.rules)
+                    .unwrap_or_default(),
+                _ => RbacAuthorizer { store: self.store.clone() }.cluster_role_rules(role_name),
+            }
+        } else {
+            if obj.get("aggregationRule").is_some_and(|a| !a.is_null()) {
+                return Err(forbidden("must have cluster-admin privileges to use the aggregationRule".into()));
+            }
+            serde_json::from_value(obj.get("rules").cloned().unwrap_or(Value::Null)).unwrap_or_default()
+        };
+        // A RoleBinding grants in its namespace, a Role holds rules for its namespace.
+        let scope = if res.resource == "clusterroles" || res.resource == "clusterrolebindings" {
+            None
+        } else {
+            attrs.namespace
+        };
+        let owned = RbacAuthorizer { store: self.store.clone() }.rules_for(user, scope);
+        let missing = uncovered(&owned, &requested);
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let listed: Vec<String> = missing.iter().map(describe).collect();
+        Err(forbidden(format!(
+            "user {:?} (groups={:?}) is attempting to grant RBAC permissions not currently held:\n{}",
+            user.name,
+            user.groups,
+            listed.join("\n")
+        )))
+    }
+}
+
+impl crate::admission::ValidatingPlugin for EscalationCheck {
+    fn name(&self) -> &'static str {
+        "RBACEscalation"
+    }
+
+    fn validate<'a>(
+        &'a self,
+        attrs: &'a crate::admission::Attributes<'_>,
+    ) -> futures::future::BoxFuture<'a, Result<(), crate::error::ApiError>> {
+        Box::pin(async move {
+            let relevant = attrs.resource.group == GROUP
+                && attrs.subresource.is_none()
+                && matches!(attrs.operation, crate::admission::Operation::Create | crate::admission::Operation::Update);
+            if relevant {
+                self.check(attrs)
+            } else {
+                Ok(())
+            }
+        })
+    }
+}
+
+/// The single-permission rules of `requested` that no rule of `owned` covers.
+fn uncovered(owned: &[PolicyRule], requested: &[PolicyRule]) -> Vec<PolicyRule> {
+    let mut missing = Vec::new();
+    for r in requested {
+        for verb in &r.verbs {
+            for url in &r.non_resource_urls {
+                let req =
+                    RequestInfo { is_resource: false, verb: verb.clone(), path: url.clone(), ..Default::default() };
+                if !owned.iter().any(|o| o.allows(&req)) {
+                    missing.push(PolicyRule {
+                        verbs: vec![verb.clone()],
+                        non_resource_urls: vec![url.clone()],
+                        ..Default::default()
+                    });
+                }
+            }
+            for group in &r.api_groups {
+                for resource in &r.resources {
+                    let (res, sub) = match resource.split_once('/') {
+                        Some((res, sub)) => (res.to_string(), Some(sub.to_string())),
+                        None => (resource.clone(), None),
+                    };
+                    let names: Vec<Option<String>> = if r.resource_names.is_empty() {
+                        vec![None]
+                    } else {
+                        r.resource_names.iter().cloned().map(Some).collect()
+                    };
+                    for name in names {
+                        let req = RequestInfo {
+                            is_resource: true,
+                            verb: verb.clone(),
+                            group: group.clone(),
+                            resource: res.clone(),
+                            subresource: sub.clone(),
+                            name: name.clone(),
+                            ..Default::default()
+                        };
+                        if !owned.iter().any(|o| o.allows(&req)) {
+                            missing.push(PolicyRule {
+                                verbs: vec![verb.clone()],
+                                api_groups: vec![group.clone()],
+                                resources: vec![resource.clone()],
+                                resource_names: name.into_iter().collect(),
+                                ..Default::default()
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    missing
+}
+
+/// A rule as upstream prints one in escalation errors.
+fn describe(r: &PolicyRule) -> String {
+    let list = |v: &[String]| v.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(" ");
+    let mut parts = Vec::new();
+    if !r.api_groups.is_empty() {
+        parts.push(format!("APIGroups:[{}]", list(&r.api_groups)));
+    }
+    if !r.resources.is_empty() {
+        parts.push(format!("Resources:[{}]", list(&r.resources)));
+    }
+    if !r.resource_names.is_empty() {
+        parts.push(format!("ResourceNames:[{}]", list(&r.resource_names)));
+    }
+    if !r.non_resource_urls.is_empty() {
+        parts.push(format!("NonResourceURLs:[{}]", list(&r.non_resource_urls)));
+    }
+    parts.push(format!("Verbs:[{}]", list(&r.verbs)));
+    format!("{{{}}}", parts.join(", "))
+}
+
 fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
     json!({"apiGroups": groups, "resources": resources, "verbs": verbs})
 }
@@ -536,6 +721,31 @@ mod tests {
         assert!(!discovery.allows(&req("get", "", "pods", None, None)));
         assert!(!pods.allows(&path("get", "/api")));
         assert!(pr(urls(&["*"], &["*"])).allows(&path("delete", "/anything")));
+    }
+
+    #[test]
+    fn a_rule_is_covered_only_by_rules_that_grant_each_of_its_permissions() {
+        let owned = vec![
+            pr(rule(&[""], &["pods", "pods/log"], READ)),
+            pr(rule(&["apps"], &["*"], &["get"])),
+            pr(json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["update"], "resourceNames": ["a"]})),
+            pr(urls(&["/apis/*"], &["get"])),
+        ];
+        assert!(uncovered(&owned, &[pr(rule(&[""], &["pods"], &["get", "list"]))]).is_empty());
+        assert!(uncovered(&owned, &[pr(rule(&["apps"], &["deployments", "deployments/scale"], &["get"]))]).is_empty());
+        assert!(uncovered(&owned, &[pr(urls(&["/apis/apps"], &["get"]))]).is_empty());
+        let named =
+            pr(json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["update"], "resourceNames": ["a"]}));
+        assert!(uncovered(&owned, &[named]).is_empty());
+        // Wildcards are granted only by wildcards; names do not cover the whole resource.
+        let missing = uncovered(&owned, &[pr(rule(&[""], &["pods"], &["*"]))]);
+        assert_eq!(missing.len(), 1);
+        assert_eq!(describe(&missing[0]), r#"{APIGroups:[""], Resources:["pods"], Verbs:["*"]}"#);
+        assert_eq!(uncovered(&owned, &[pr(rule(&["*"], &["deployments"], &["get"]))]).len(), 1);
+        assert_eq!(uncovered(&owned, &[pr(rule(&[""], &["configmaps"], &["update"]))]).len(), 1);
+        let missing = uncovered(&owned, &[pr(rule(&[""], &["pods", "secrets"], &["get", "delete"]))]);
+        assert_eq!(missing.len(), 3, "{missing:?}");
+        assert_eq!(uncovered(&owned, &[pr(urls(&["/metrics"], &["get"]))]).len(), 1);
     }
 
     #[test]
