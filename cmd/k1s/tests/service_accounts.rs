@@ -439,6 +439,8 @@ fn rbac_bindings_grant_service_accounts_what_their_roles_allow() {
         "--clusterrole=admin",
         "--serviceaccount=default:robot",
     ]);
+    assert!(allowed(&["get", "namespace", "team"]), "a namespace's admin reads the namespace itself");
+    assert!(!allowed(&["get", "namespace", "kube-system"]));
     assert!(allowed(&["create", "role", "pod-reader", "-n", "team", "--verb=get,list", "--resource=pods"]));
     assert!(allowed(&["create", "rolebinding", "viewers", "-n", "team", "--clusterrole=view", "--group=viewers"]));
     // (get and list on nodes it holds: node-reader aggregates into view, which admin includes.)

@@ -218,7 +218,10 @@ impl Authorizer for RbacAuthorizer {
                 }
             }
         }
-        let namespace = req.namespace.as_deref().filter(|n| req.is_resource && !n.is_empty());
+        // A namespace is in itself: a RoleBinding there may grant reading it (upstream's request
+        // info gives `/api/v1/namespaces/<name>` that namespace).
+        let own = (req.resource == "namespaces" && req.group.is_empty()).then_some(req.name.as_deref()).flatten();
+        let namespace = req.namespace.as_deref().or(own).filter(|n| req.is_resource && !n.is_empty());
         if let (Some(rb), Some(ns)) = (info("rolebindings"), namespace) {
             for b in self.list::<Binding>(&format!("{}{ns}/", rb.storage_prefix())) {
                 if b.applies_to(attrs.user, Some(ns)) && self.bound_rules(&b, Some(ns)).iter().any(|r| r.allows(req)) {
