@@ -126,6 +126,13 @@ pub trait Authorizer: Send + Sync {
     fn authorize(&self, attrs: &Attributes<'_>) -> Decision;
 }
 
+/// A shared authorizer (RBAC's is also asked by admission and the access reviews).
+impl<T: Authorizer + ?Sized> Authorizer for std::sync::Arc<T> {
+    fn authorize(&self, attrs: &Attributes<'_>) -> Decision {
+        (**self).authorize(attrs)
+    }
+}
+
 /// Built-in policy, consulted before RBAC: `system:masters` may do anything; the built-in components
 /// (controller manager, scheduler, nodes, proxy) may act in their roles; everyone authenticated
 /// may read discovery, OpenAPI, version and health endpoints and review their own access.

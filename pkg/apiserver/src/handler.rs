@@ -43,6 +43,8 @@ pub struct State {
     pub kubelet: Option<Arc<crate::proxy::KubeletClient>>,
     /// ServiceAccount token issuing and validation.
     pub tokens: Arc<crate::serviceaccount::Tokens>,
+    /// RBAC, also for the rules a SelfSubjectRulesReview lists.
+    pub rbac: Arc<crate::rbac::RbacAuthorizer>,
 }
 
 fn full(b: impl Into<Bytes>) -> Body {

@@ -20,7 +20,7 @@ mod pod_admission;
 mod proxy;
 pub mod rbac;
 pub mod registry;
-mod request;
+pub mod request;
 mod server;
 pub mod service_alloc;
 pub mod serviceaccount;
@@ -88,6 +88,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     );
     let objects: Arc<dyn serviceaccount::claims::ObjectGetter> =
         Arc::new(serviceaccount::StoreObjects(config.store.clone()));
+    let rbac = Arc::new(rbac::RbacAuthorizer::new(config.store.clone()));
     let chain = admission::Chain {
         mutating: vec![
             Box::new(serviceaccount::admission::ServiceAccountAdmission { objects: objects.clone() }),
@@ -96,7 +97,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         ],
         validating: vec![
             Box::new(lifecycle::NamespaceLifecycle { store: config.store.clone() }),
-            Box::new(rbac::EscalationCheck { store: config.store.clone() }),
+            Box::new(rbac::EscalationCheck { rbac: rbac.clone() }),
         ],
     };
     let cidr = service_alloc::Cidr::parse(&config.service_cidr)
@@ -112,16 +113,14 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
             Box::new(auth::X509Authenticator),
             Box::new(serviceaccount::TokenAuthenticator { tokens: tokens.clone(), objects }),
         ])),
-        authz: Box::new(auth::UnionAuthorizer(vec![
-            Box::new(auth::BuiltinAuthorizer),
-            Box::new(rbac::RbacAuthorizer { store: config.store.clone() }),
-        ])),
+        authz: Box::new(auth::UnionAuthorizer(vec![Box::new(auth::BuiltinAuthorizer), Box::new(rbac.clone())])),
         server_address: config.advertise.clone().unwrap_or_else(|| local_addr.to_string()),
         cancel: cancel.clone(),
         ready: AtomicBool::new(false),
         bookmark_interval: config.bookmark_interval,
         kubelet,
         tokens,
+        rbac,
     });
     // Warm the OpenAPI documents before the first client asks.
     tokio::task::spawn_blocking(|| {

@@ -16,6 +16,8 @@ use k1s_store::Store;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 const GROUP: &str = "rbac.authorization.k8s.io";
 
@@ -114,47 +116,117 @@ struct AggregationRule {
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct RoleMeta {
+    name: String,
+    labels: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 struct Role {
-    metadata: Value,
+    metadata: RoleMeta,
     rules: Option<Vec<PolicyRule>>,
     aggregation_rule: Option<AggregationRule>,
 }
 
-/// The RBAC authorizer, reading roles and bindings from the store.
-pub struct RbacAuthorizer {
-    pub store: Store,
+/// Objects decoded from the store, kept by key with the revision they were decoded at: every
+/// authorization reads the current keys and revisions, and decodes only what changed since.
+struct Decoded<T> {
+    objects: Mutex<BTreeMap<String, (u64, Arc<T>)>>,
 }
 
-impl RbacAuthorizer {
-    fn list<T: DeserializeOwned>(&self, prefix: &str) -> Vec<T> {
-        match self.store.list(prefix, None, 0, None) {
-            Ok(page) => page.items.iter().filter_map(|kv| serde_json::from_slice(&kv.value).ok()).collect(),
+impl<T: DeserializeOwned> Decoded<T> {
+    fn new() -> Self {
+        Decoded { objects: Mutex::new(BTreeMap::new()) }
+    }
+
+    fn decoded(objects: &mut BTreeMap<String, (u64, Arc<T>)>, kv: &k1s_store::KeyValue) -> Option<Arc<T>> {
+        if let Some((rev, obj)) = objects.get(&kv.key) {
+            if *rev == kv.mod_revision {
+                return Some(obj.clone());
+            }
+        }
+        let obj = Arc::new(serde_json::from_slice::<T>(&kv.value).ok()?);
+        objects.insert(kv.key.clone(), (kv.mod_revision, obj.clone()));
+        Some(obj)
+    }
+
+    fn list(&self, store: &Store, prefix: &str) -> Vec<Arc<T>> {
+        let page = match store.list(prefix, None, 0, None) {
+            Ok(page) => page,
             Err(e) => {
                 tracing::warn!(prefix, error = %e, "RBAC: reading the policy failed");
-                Vec::new()
+                return Vec::new();
+            }
+        };
+        let mut objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        let listed: Vec<Arc<T>> = page.items.iter().filter_map(|kv| Self::decoded(&mut objects, kv)).collect();
+        // Forget what is gone from under the prefix.
+        let live: HashSet<&str> = page.items.iter().map(|kv| kv.key.as_str()).collect();
+        let gone: Vec<String> = objects
+            .range(prefix.to_string()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .filter(|(k, _)| !live.contains(k.as_str()))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in gone {
+            objects.remove(&k);
+        }
+        listed
+    }
+
+    fn get(&self, store: &Store, key: &str) -> Option<Arc<T>> {
+        let kv = store.get(key).ok().flatten();
+        let mut objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        match kv {
+            Some(kv) => Self::decoded(&mut objects, &kv),
+            None => {
+                objects.remove(key);
+                None
             }
         }
     }
 
-    fn get<T: DeserializeOwned>(&self, info: &ResourceInfo, namespace: Option<&str>, name: &str) -> Option<T> {
-        let kv = self.store.get(&Registry::key(info, namespace, name)).ok()??;
-        serde_json::from_slice(&kv.value).ok()
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.objects.lock().map(|o| o.len()).unwrap_or(0)
+    }
+}
+
+/// The RBAC authorizer, reading roles and bindings from the store.
+pub struct RbacAuthorizer {
+    store: Store,
+    bindings: Decoded<Binding>,
+    roles: Decoded<Role>,
+}
+
+impl RbacAuthorizer {
+    pub fn new(store: Store) -> Self {
+        RbacAuthorizer { store, bindings: Decoded::new(), roles: Decoded::new() }
+    }
+
+    fn list_bindings(&self, prefix: &str) -> Vec<Arc<Binding>> {
+        self.bindings.list(&self.store, prefix)
+    }
+
+    fn get_role(&self, info: &ResourceInfo, namespace: Option<&str>, name: &str) -> Option<Arc<Role>> {
+        self.roles.get(&self.store, &Registry::key(info, namespace, name))
     }
 
     /// A ClusterRole's rules, with those of the ClusterRoles it aggregates.
     fn cluster_role_rules(&self, name: &str) -> Vec<PolicyRule> {
         let Some(roles) = info("clusterroles") else { return Vec::new() };
         let mut seen = vec![name.to_string()];
-        let Some(role) = self.get::<Role>(roles, None, name) else { return Vec::new() };
+        let Some(role) = self.get_role(roles, None, name) else { return Vec::new() };
         let mut rules = Vec::new();
-        self.collect(roles, role, &mut seen, &mut rules);
+        self.collect(roles, &role, &mut seen, &mut rules);
         rules
     }
 
-    fn collect(&self, roles: &ResourceInfo, role: Role, seen: &mut Vec<String>, rules: &mut Vec<PolicyRule>) {
-        rules.extend(role.rules.unwrap_or_default());
-        let Some(agg) = role.aggregation_rule else { return };
+    fn collect(&self, roles: &ResourceInfo, role: &Role, seen: &mut Vec<String>, rules: &mut Vec<PolicyRule>) {
+        rules.extend(role.rules.iter().flatten().cloned());
+        let Some(agg) = &role.aggregation_rule else { return };
         let selectors: Vec<k1s_api::selectors::Selector> = agg
             .cluster_role_selectors
             .iter()
@@ -163,14 +235,13 @@ impl RbacAuthorizer {
         if selectors.is_empty() {
             return;
         }
-        for other in self.list::<Role>(&roles.storage_prefix()) {
-            let name = other.metadata.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
-            let labels = other.metadata.get("labels");
-            if seen.contains(&name) || !selectors.iter().any(|s| s.matches_labels(labels)) {
+        for other in self.roles.list(&self.store, &roles.storage_prefix()) {
+            let (name, labels) = (&other.metadata.name, other.metadata.labels.as_ref());
+            if seen.contains(name) || !selectors.iter().any(|s| s.matches_labels(labels)) {
                 continue;
             }
-            seen.push(name);
-            self.collect(roles, other, seen, rules);
+            seen.push(name.clone());
+            self.collect(roles, &other, seen, rules);
         }
     }
 
@@ -179,8 +250,8 @@ impl RbacAuthorizer {
         match (binding.role_ref.kind.as_str(), namespace) {
             ("ClusterRole", _) => self.cluster_role_rules(&binding.role_ref.name),
             ("Role", Some(ns)) => info("roles")
-                .and_then(|roles| self.get::<Role>(roles, Some(ns), &binding.role_ref.name))
-                .and_then(|r| r.rules)
+                .and_then(|roles| self.get_role(roles, Some(ns), &binding.role_ref.name))
+                .and_then(|r| r.rules.clone())
                 .unwrap_or_default(),
             _ => Vec::new(),
         }
@@ -191,14 +262,14 @@ impl RbacAuthorizer {
     pub fn rules_for(&self, user: &UserInfo, namespace: Option<&str>) -> Vec<PolicyRule> {
         let mut rules = Vec::new();
         if let Some(crb) = info("clusterrolebindings") {
-            for b in self.list::<Binding>(&crb.storage_prefix()) {
+            for b in self.list_bindings(&crb.storage_prefix()) {
                 if b.applies_to(user, None) {
                     rules.extend(self.bound_rules(&b, None));
                 }
             }
         }
         if let (Some(rb), Some(ns)) = (info("rolebindings"), namespace.filter(|n| !n.is_empty())) {
-            for b in self.list::<Binding>(&format!("{}{ns}/", rb.storage_prefix())) {
+            for b in self.list_bindings(&format!("{}{ns}/", rb.storage_prefix())) {
                 if b.applies_to(user, Some(ns)) {
                     rules.extend(self.bound_rules(&b, Some(ns)));
                 }
@@ -212,7 +283,7 @@ impl Authorizer for RbacAuthorizer {
     fn authorize(&self, attrs: &Attributes<'_>) -> Decision {
         let req = attrs.info;
         if let Some(crb) = info("clusterrolebindings") {
-            for b in self.list::<Binding>(&crb.storage_prefix()) {
+            for b in self.list_bindings(&crb.storage_prefix()) {
                 if b.applies_to(attrs.user, None) && self.bound_rules(&b, None).iter().any(|r| r.allows(req)) {
                     return Decision::Allow;
                 }
@@ -223,7 +294,7 @@ impl Authorizer for RbacAuthorizer {
         let own = (req.resource == "namespaces" && req.group.is_empty()).then_some(req.name.as_deref()).flatten();
         let namespace = req.namespace.as_deref().or(own).filter(|n| req.is_resource && !n.is_empty());
         if let (Some(rb), Some(ns)) = (info("rolebindings"), namespace) {
-            for b in self.list::<Binding>(&format!("{}{ns}/", rb.storage_prefix())) {
+            for b in self.list_bindings(&format!("{}{ns}/", rb.storage_prefix())) {
                 if b.applies_to(attrs.user, Some(ns)) && self.bound_rules(&b, Some(ns)).iter().any(|r| r.allows(req)) {
                     return Decision::Allow;
                 }
@@ -239,7 +310,7 @@ impl Authorizer for RbacAuthorizer {
 /// role). The built-in identities and `system:masters` are exempt, as upstream exempts
 /// `system:masters`.
 pub struct EscalationCheck {
-    pub store: Store,
+    pub rbac: Arc<RbacAuthorizer>,
 }
 
 impl EscalationCheck {
@@ -257,7 +328,7 @@ impl EscalationCheck {
         };
         let attrs = Attributes { user, info: &req };
         crate::auth::BuiltinAuthorizer.authorize(&attrs) == Decision::Allow
-            || RbacAuthorizer { store: self.store.clone() }.authorize(&attrs) == Decision::Allow
+            || self.rbac.authorize(&attrs) == Decision::Allow
     }
 
     fn check(&self, attrs: &crate::admission::Attributes<'_>) -> Result<(), crate::error::ApiError> {
@@ -288,12 +359,10 @@ impl EscalationCheck {
         let requested: Vec<PolicyRule> = if binding {
             match role_resource {
                 "roles" => info("roles")
-                    .and_then(|roles| {
-                        RbacAuthorizer { store: self.store.clone() }.get::<Role>(roles, role_ns, role_name)
-                    })
-                    .and_then(|r| r.rules)
+                    .and_then(|roles| self.rbac.get_role(roles, role_ns, role_name))
+                    .and_then(|r| r.rules.clone())
                     .unwrap_or_default(),
-                _ => RbacAuthorizer { store: self.store.clone() }.cluster_role_rules(role_name),
+                _ => self.rbac.cluster_role_rules(role_name),
             }
         } else {
             if obj.get("aggregationRule").is_some_and(|a| !a.is_null()) {
@@ -307,7 +376,7 @@ impl EscalationCheck {
         } else {
             attrs.namespace
         };
-        let owned = RbacAuthorizer { store: self.store.clone() }.rules_for(user, scope);
+        let owned = self.rbac.rules_for(user, scope);
         let missing = uncovered(&owned, &requested);
         if missing.is_empty() {
             return Ok(());
@@ -749,6 +818,67 @@ mod tests {
         let missing = uncovered(&owned, &[pr(rule(&[""], &["pods", "secrets"], &["get", "delete"]))]);
         assert_eq!(missing.len(), 3, "{missing:?}");
         assert_eq!(uncovered(&owned, &[pr(urls(&["/metrics"], &["get"]))]).len(), 1);
+    }
+
+    #[tokio::test]
+    async fn decisions_follow_the_stored_policy_as_it_changes() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path(), k1s_store::StoreOptions::default()).expect("store");
+        let rbac = RbacAuthorizer::new(store.clone());
+        let put = |key: &str, v: Value| {
+            let store = store.clone();
+            let key = key.to_string();
+            async move {
+                let value = bytes::Bytes::from(v.to_string());
+                match store.get(&key).expect("get") {
+                    Some(kv) => store.update(&key, value, Some(kv.mod_revision)).await.expect("update"),
+                    None => store.create(&key, value).await.expect("create"),
+                };
+            }
+        };
+        let role = |name: &str, labels: Value, rules: Value| json!({"metadata": {"name": name, "labels": labels}, "rules": rules});
+        let roles = "/registry/rbac.authorization.k8s.io/clusterroles/";
+        let crbs = "/registry/rbac.authorization.k8s.io/clusterrolebindings/";
+        let rbs = "/registry/rbac.authorization.k8s.io/rolebindings/";
+        let user = UserInfo::new("alice", &["system:authenticated"]);
+        let allowed = |verb: &str, resource: &str, ns: Option<&str>| {
+            let mut r = req(verb, "", resource, None, None);
+            r.namespace = ns.map(str::to_string);
+            rbac.authorize(&Attributes { user: &user, info: &r }) == Decision::Allow
+        };
+        assert!(!allowed("list", "pods", Some("default")));
+        put(&format!("{roles}reader"), role("reader", json!({}), json!([rule(&[""], &["pods"], READ)]))).await;
+        let binding = |subject: &str| json!({"roleRef": {"kind": "ClusterRole", "name": "reader"}, "subjects": [{"kind": "User", "name": subject}]});
+        put(&format!("{rbs}default/alice"), binding("alice")).await;
+        assert!(allowed("list", "pods", Some("default")));
+        assert!(!allowed("list", "pods", Some("other")), "a RoleBinding grants in its namespace");
+        assert!(!allowed("list", "secrets", Some("default")));
+        // A changed role is decoded again.
+        put(&format!("{roles}reader"), role("reader", json!({}), json!([rule(&[""], &["pods", "secrets"], READ)])))
+            .await;
+        assert!(allowed("list", "secrets", Some("default")));
+        // Aggregation picks up a labelled role as soon as it is stored.
+        put(
+            &format!("{roles}agg"),
+            json!({"metadata": {"name": "agg"}, "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]}}),
+        )
+        .await;
+        put(
+            &format!("{crbs}alice"),
+            json!({"roleRef": {"kind": "ClusterRole", "name": "agg"},
+                                            "subjects": [{"kind": "Group", "name": "system:authenticated"}]}),
+        )
+        .await;
+        assert!(!allowed("list", "nodes", None));
+        put(&format!("{roles}nodes"), role("nodes", json!({"x": "y"}), json!([rule(&[""], &["nodes"], READ)]))).await;
+        assert!(allowed("list", "nodes", None));
+        // A binding that changes subject, or goes, takes the grant with it.
+        put(&format!("{rbs}default/alice"), binding("bob")).await;
+        assert!(!allowed("list", "pods", Some("default")));
+        let decoded = rbac.bindings.len();
+        store.delete(&format!("{crbs}alice"), None).await.expect("delete");
+        assert!(!allowed("list", "nodes", None));
+        assert_eq!(rbac.bindings.len(), decoded - 1, "a deleted binding is forgotten");
     }
 
     #[test]

@@ -154,8 +154,7 @@ pub async fn handle(
                     json!({"verbs": ["get"], "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"]}),
                 ];
                 let namespace = spec.get("namespace").and_then(Value::as_str);
-                let rbac = crate::rbac::RbacAuthorizer { store: state.registry.store.clone() };
-                for r in rbac.rules_for(user, namespace) {
+                for r in state.rbac.rules_for(user, namespace) {
                     if !r.non_resource_urls.is_empty() {
                         non_resource_rules.push(json!({"verbs": r.verbs, "nonResourceURLs": r.non_resource_urls}));
                     }
