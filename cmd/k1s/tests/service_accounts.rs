@@ -374,6 +374,16 @@ fn rbac_bindings_grant_service_accounts_what_their_roles_allow() {
     };
     // Nothing bound: discovery and self-reviews only.
     assert!(!allowed(&["get", "pods"]));
+    // The admin impersonating the account (`--as`) gets the account's answers.
+    let sa = "--as=system:serviceaccount:default:robot";
+    let out = s.kubectl(&["get", "pods", sa]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("forbidden"), "{}", String::from_utf8_lossy(&out.stderr));
+    let me = s.ok(&["auth", "whoami", sa, "-o", "jsonpath={.status.userInfo.groups}"]);
+    assert_eq!(me, r#"["system:serviceaccounts","system:serviceaccounts:default","system:authenticated"]"#);
+    assert_eq!(
+        s.ok(&["auth", "whoami", "--as=alice", "--as-group=devs", "-o", "jsonpath={.status.userInfo}"]),
+        r#"{"groups":["devs","system:authenticated"],"username":"alice"}"#
+    );
     assert!(!can_i(&["list", "pods"]));
     assert!(allowed(&["auth", "whoami"]));
 
@@ -381,6 +391,12 @@ fn rbac_bindings_grant_service_accounts_what_their_roles_allow() {
     s.ok(&["create", "rolebinding", "robot-view", "--clusterrole=view", "--serviceaccount=default:robot"]);
     assert!(allowed(&["get", "pods"]));
     assert!(can_i(&["list", "pods"]));
+    assert_eq!(s.ok(&["auth", "can-i", "list", "pods", sa]).trim(), "yes");
+    assert_eq!(s.kubectl(&["auth", "can-i", "list", "secrets", sa]).status.code(), Some(1));
+    // The account itself may not impersonate anyone.
+    let out = robot(&["get", "pods", "--as=alice"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(err.contains(r#"cannot impersonate resource "users""#), "{err}");
     assert!(can_i(&["get", "deployments.apps"]));
     assert!(!can_i(&["create", "pods"]));
     assert!(!can_i(&["get", "secrets"]));

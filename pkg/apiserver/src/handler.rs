@@ -114,6 +114,10 @@ pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>, peer
                 return refuse(req, &ApiError::unauthorized()).await;
             }
         };
+    let user = match crate::auth::impersonate(&*state.authz, user, req.headers()) {
+        Ok(u) => u,
+        Err(e) => return refuse(req, &e).await,
+    };
     let span = tracing::debug_span!("request", %method, %path, verb = %info.verb, user = %user.name);
     let _enter = span.enter();
     drop(_enter);
