@@ -167,3 +167,28 @@ fn a_pod_requesting_more_cpu_than_the_node_has_stays_pending_with_failed_schedul
     let describe = s.ok(&["describe", "pod", "greedy"]);
     assert!(describe.contains("FailedScheduling") && describe.contains("Insufficient cpu"), "{describe}");
 }
+
+/// The ClusterRole aggregation controller fills the default aggregated roles (`admin` takes
+/// `edit`, which takes `view`), and a role labelled to aggregate into `view` reaches all three.
+#[test]
+fn aggregated_cluster_roles_hold_the_rules_of_the_roles_they_select() {
+    let s = Server::start_node();
+    let resources = |role: &str| s.ok(&["get", "clusterrole", role, "-o", "jsonpath={.rules[*].resources}"]);
+    eventually(Duration::from_secs(60), "aggregated default roles", || {
+        let (view, edit, admin) = (resources("view"), resources("edit"), resources("admin"));
+        (view.contains("\"pods\"")
+            && !view.contains("secrets")
+            && edit.contains("\"secrets\"")
+            && edit.contains("\"pods\"")
+            && admin.contains("\"rolebindings\"")
+            && admin.contains("\"secrets\""))
+        .then_some(())
+    });
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: node-viewer\n  labels: {rbac.authorization.k8s.io/aggregate-to-view: \"true\"}\nrules:\n- apiGroups: [\"\"]\n  resources: [nodes]\n  verbs: [get, list]\n",
+    );
+    eventually(Duration::from_secs(60), "the labelled role in view, edit and admin", || {
+        ["view", "edit", "admin"].iter().all(|r| resources(r).contains("\"nodes\"")).then_some(())
+    });
+}

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+pub mod clusterrole_aggregation;
 pub mod core;
 pub mod cronjob;
 pub mod daemonset;
@@ -46,6 +47,7 @@ pub async fn run(ctx: Arc<Context>, disabled: &[String]) {
         ("endpointslice", |c| Box::pin(endpointslice::run(c))),
         ("nodelifecycle", |c| Box::pin(node_lifecycle::run(c))),
         ("disruption", |c| Box::pin(disruption::run(c))),
+        ("clusterrole-aggregation", |c| Box::pin(clusterrole_aggregation::run(c))),
     ];
     let mut tasks = Vec::new();
     for (name, start) in all {
