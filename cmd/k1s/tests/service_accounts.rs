@@ -342,7 +342,8 @@ fn the_signing_key_survives_restarts_and_the_serving_cert_names_the_kubernetes_s
 /// RBAC with stock kubectl: the default roles exist, bindings grant a service account what its
 /// role allows (in the RoleBinding's namespace only; everywhere with a ClusterRoleBinding),
 /// `resourceNames` narrow a rule, aggregated roles take in labelled roles, `auth can-i` and
-/// `--list` agree, and deleting a binding takes its grant away.
+/// `--list` agree, `--as` impersonates only for those allowed to, deleting a binding takes its
+/// grant away, and nobody grants what they do not hold (escalation prevention).
 #[test]
 fn rbac_bindings_grant_service_accounts_what_their_roles_allow() {
     let s = Server::start();
