@@ -282,10 +282,9 @@ pub fn impersonate(
             }
         }
     }
-    let (anonymous, said) =
-        (name == "system:anonymous", |g: &String| g == "system:authenticated" || g == "system:unauthenticated");
-    if !all_groups.iter().any(said) {
-        all_groups.push(if anonymous { "system:unauthenticated" } else { "system:authenticated" }.into());
+    if !all_groups.iter().any(|g| g == "system:authenticated" || g == "system:unauthenticated") {
+        let everyone = if name == "system:anonymous" { "system:unauthenticated" } else { "system:authenticated" };
+        all_groups.push(everyone.into());
     }
     Ok(UserInfo { name, uid: uid.unwrap_or_default(), groups: all_groups, extra })
 }

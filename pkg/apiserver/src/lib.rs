@@ -89,6 +89,8 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     let objects: Arc<dyn serviceaccount::claims::ObjectGetter> =
         Arc::new(serviceaccount::StoreObjects(config.store.clone()));
     let rbac = Arc::new(rbac::RbacAuthorizer::new(config.store.clone()));
+    let authz: Arc<dyn auth::Authorizer> =
+        Arc::new(auth::UnionAuthorizer(vec![Box::new(auth::BuiltinAuthorizer), Box::new(rbac.clone())]));
     let chain = admission::Chain {
         mutating: vec![
             Box::new(serviceaccount::admission::ServiceAccountAdmission { objects: objects.clone() }),
@@ -97,7 +99,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         ],
         validating: vec![
             Box::new(lifecycle::NamespaceLifecycle { store: config.store.clone() }),
-            Box::new(rbac::EscalationCheck { rbac: rbac.clone() }),
+            Box::new(rbac::EscalationCheck { rbac: rbac.clone(), authz: authz.clone() }),
         ],
     };
     let cidr = service_alloc::Cidr::parse(&config.service_cidr)
@@ -113,7 +115,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
             Box::new(auth::X509Authenticator),
             Box::new(serviceaccount::TokenAuthenticator { tokens: tokens.clone(), objects }),
         ])),
-        authz: Box::new(auth::UnionAuthorizer(vec![Box::new(auth::BuiltinAuthorizer), Box::new(rbac.clone())])),
+        authz: Box::new(authz),
         server_address: config.advertise.clone().unwrap_or_else(|| local_addr.to_string()),
         cancel: cancel.clone(),
         ready: AtomicBool::new(false),

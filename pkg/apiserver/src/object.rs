@@ -230,18 +230,23 @@ pub fn stored_names(value: &[u8]) -> Option<Value> {
         metadata: Option<Meta<'a>>,
     }
     let top: Top = serde_json::from_slice(value).ok()?;
+    let md = top.metadata.unwrap_or(Meta { name: None, namespace: None });
+    Some(names_object(md.name.as_deref(), md.namespace.as_deref()))
+}
+
+/// `{"metadata":{"name":…,"namespace":…}}` with those of the two that are given: all that
+/// selectors on `metadata.name` and `metadata.namespace` read.
+pub fn names_object(name: Option<&str>, namespace: Option<&str>) -> Value {
     let mut md = serde_json::Map::new();
-    if let Some(m) = top.metadata {
-        if let Some(n) = m.name {
-            md.insert("name".into(), Value::String(n.into_owned()));
-        }
-        if let Some(ns) = m.namespace {
-            md.insert("namespace".into(), Value::String(ns.into_owned()));
-        }
+    if let Some(n) = name {
+        md.insert("name".into(), Value::String(n.to_string()));
+    }
+    if let Some(ns) = namespace {
+        md.insert("namespace".into(), Value::String(ns.to_string()));
     }
     let mut out = serde_json::Map::new();
     out.insert("metadata".into(), Value::Object(md));
-    Some(Value::Object(out))
+    Value::Object(out)
 }
 
 /// Generated names: `generateName` + 5 characters from upstream's alphabet.

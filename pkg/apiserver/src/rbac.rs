@@ -220,11 +220,21 @@ impl RbacAuthorizer {
         let mut seen = vec![name.to_string()];
         let Some(role) = self.get_role(roles, None, name) else { return Vec::new() };
         let mut rules = Vec::new();
-        self.collect(roles, &role, &mut seen, &mut rules);
+        let mut all = None;
+        self.collect(roles, &role, &mut all, &mut seen, &mut rules);
         rules
     }
 
-    fn collect(&self, roles: &ResourceInfo, role: &Role, seen: &mut Vec<String>, rules: &mut Vec<PolicyRule>) {
+    /// `role`'s rules and those of the roles it aggregates; `all` is every ClusterRole, listed
+    /// once when the first aggregation needs it.
+    fn collect(
+        &self,
+        roles: &ResourceInfo,
+        role: &Role,
+        all: &mut Option<Vec<Arc<Role>>>,
+        seen: &mut Vec<String>,
+        rules: &mut Vec<PolicyRule>,
+    ) {
         rules.extend(role.rules.iter().flatten().cloned());
         let Some(agg) = &role.aggregation_rule else { return };
         let selectors: Vec<k1s_api::selectors::Selector> = agg
@@ -235,13 +245,14 @@ impl RbacAuthorizer {
         if selectors.is_empty() {
             return;
         }
-        for other in self.roles.list(&self.store, &roles.storage_prefix()) {
+        let listed = all.get_or_insert_with(|| self.roles.list(&self.store, &roles.storage_prefix())).clone();
+        for other in listed {
             let (name, labels) = (&other.metadata.name, other.metadata.labels.as_ref());
             if seen.contains(name) || !selectors.iter().any(|s| s.matches_labels(labels)) {
                 continue;
             }
             seen.push(name.clone());
-            self.collect(roles, &other, seen, rules);
+            self.collect(roles, &other, all, seen, rules);
         }
     }
 
@@ -257,24 +268,38 @@ impl RbacAuthorizer {
         }
     }
 
+    /// Hands `grant` the rules of each binding that names `user`: the ClusterRoleBindings, then,
+    /// with `namespace`, the RoleBindings there; stops at the first `true`, and says whether
+    /// there was one.
+    fn any_grant(
+        &self,
+        user: &UserInfo,
+        namespace: Option<&str>,
+        mut grant: impl FnMut(Vec<PolicyRule>) -> bool,
+    ) -> bool {
+        let mut scopes = vec![(info("clusterrolebindings").map(ResourceInfo::storage_prefix), None)];
+        if let Some(ns) = namespace.filter(|n| !n.is_empty()) {
+            scopes.push((info("rolebindings").map(|rb| format!("{}{ns}/", rb.storage_prefix())), Some(ns)));
+        }
+        for (prefix, ns) in scopes {
+            let Some(prefix) = prefix else { continue };
+            for b in self.list_bindings(&prefix) {
+                if b.applies_to(user, ns) && grant(self.bound_rules(&b, ns)) {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
     /// Every rule that applies to `user` cluster-wide and, with `namespace`, in that namespace:
     /// what a SelfSubjectRulesReview lists.
     pub fn rules_for(&self, user: &UserInfo, namespace: Option<&str>) -> Vec<PolicyRule> {
         let mut rules = Vec::new();
-        if let Some(crb) = info("clusterrolebindings") {
-            for b in self.list_bindings(&crb.storage_prefix()) {
-                if b.applies_to(user, None) {
-                    rules.extend(self.bound_rules(&b, None));
-                }
-            }
-        }
-        if let (Some(rb), Some(ns)) = (info("rolebindings"), namespace.filter(|n| !n.is_empty())) {
-            for b in self.list_bindings(&format!("{}{ns}/", rb.storage_prefix())) {
-                if b.applies_to(user, Some(ns)) {
-                    rules.extend(self.bound_rules(&b, Some(ns)));
-                }
-            }
-        }
+        self.any_grant(user, namespace, |granted| {
+            rules.extend(granted);
+            false
+        });
         rules
     }
 }
@@ -282,25 +307,15 @@ impl RbacAuthorizer {
 impl Authorizer for RbacAuthorizer {
     fn authorize(&self, attrs: &Attributes<'_>) -> Decision {
         let req = attrs.info;
-        if let Some(crb) = info("clusterrolebindings") {
-            for b in self.list_bindings(&crb.storage_prefix()) {
-                if b.applies_to(attrs.user, None) && self.bound_rules(&b, None).iter().any(|r| r.allows(req)) {
-                    return Decision::Allow;
-                }
-            }
-        }
         // A namespace is in itself: a RoleBinding there may grant reading it (upstream's request
         // info gives `/api/v1/namespaces/<name>` that namespace).
         let own = (req.resource == "namespaces" && req.group.is_empty()).then_some(req.name.as_deref()).flatten();
-        let namespace = req.namespace.as_deref().or(own).filter(|n| req.is_resource && !n.is_empty());
-        if let (Some(rb), Some(ns)) = (info("rolebindings"), namespace) {
-            for b in self.list_bindings(&format!("{}{ns}/", rb.storage_prefix())) {
-                if b.applies_to(attrs.user, Some(ns)) && self.bound_rules(&b, Some(ns)).iter().any(|r| r.allows(req)) {
-                    return Decision::Allow;
-                }
-            }
+        let namespace = req.namespace.as_deref().or(own).filter(|_| req.is_resource);
+        if self.any_grant(attrs.user, namespace, |rules| rules.iter().any(|r| r.allows(req))) {
+            Decision::Allow
+        } else {
+            Decision::NoOpinion
         }
-        Decision::NoOpinion
     }
 }
 
@@ -311,6 +326,8 @@ impl Authorizer for RbacAuthorizer {
 /// `system:masters`.
 pub struct EscalationCheck {
     pub rbac: Arc<RbacAuthorizer>,
+    /// The API server's authorizer, which decides `escalate` and `bind` as any other verb.
+    pub authz: Arc<dyn Authorizer>,
 }
 
 impl EscalationCheck {
@@ -326,29 +343,24 @@ impl EscalationCheck {
             name: Some(name.to_string()),
             ..Default::default()
         };
-        let attrs = Attributes { user, info: &req };
-        crate::auth::BuiltinAuthorizer.authorize(&attrs) == Decision::Allow
-            || self.rbac.authorize(&attrs) == Decision::Allow
+        self.authz.authorize(&Attributes { user, info: &req }) == Decision::Allow
     }
 
     fn check(&self, attrs: &crate::admission::Attributes<'_>) -> Result<(), crate::error::ApiError> {
         let res = attrs.resource;
         let Some(obj) = attrs.object.as_deref() else { return Ok(()) };
         let user = attrs.user;
-        let (role_resource, role_name, role_ns) = match res.resource {
-            "roles" | "clusterroles" => (res.resource, attrs.name, attrs.namespace),
-            "rolebindings" | "clusterrolebindings" => {
-                let kind = obj.pointer("/roleRef/kind").and_then(Value::as_str).unwrap_or_default();
-                let name = obj.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or_default();
-                match kind {
-                    "Role" => ("roles", name, attrs.namespace),
-                    _ => ("clusterroles", name, None),
-                }
-            }
+        let binding: Option<Binding> = match res.resource {
+            "roles" | "clusterroles" => None,
+            "rolebindings" | "clusterrolebindings" => Some(serde_json::from_value(obj.clone()).unwrap_or_default()),
             _ => return Ok(()),
         };
-        let binding = res.resource.ends_with("bindings");
-        let verb = if binding { "bind" } else { "escalate" };
+        let (role_resource, role_name) = match &binding {
+            None => (res.resource, attrs.name),
+            Some(b) if b.role_ref.kind == "Role" => ("roles", b.role_ref.name.as_str()),
+            Some(b) => ("clusterroles", b.role_ref.name.as_str()),
+        };
+        let verb = if binding.is_some() { "bind" } else { "escalate" };
         // Asked in the object's own namespace, as upstream asks (a RoleBinding may be allowed
         // to bind a ClusterRole there).
         if self.allowed(user, verb, role_resource, attrs.namespace, role_name) {
@@ -356,14 +368,8 @@ impl EscalationCheck {
         }
         let forbidden =
             |message: String| crate::error::ApiError::forbidden_message(res.group, res.resource, attrs.name, message);
-        let requested: Vec<PolicyRule> = if binding {
-            match role_resource {
-                "roles" => info("roles")
-                    .and_then(|roles| self.rbac.get_role(roles, role_ns, role_name))
-                    .and_then(|r| r.rules.clone())
-                    .unwrap_or_default(),
-                _ => self.rbac.cluster_role_rules(role_name),
-            }
+        let requested: Vec<PolicyRule> = if let Some(b) = &binding {
+            self.rbac.bound_rules(b, attrs.namespace)
         } else {
             if obj.get("aggregationRule").is_some_and(|a| !a.is_null()) {
                 return Err(forbidden("must have cluster-admin privileges to use the aggregationRule".into()));

@@ -1235,12 +1235,7 @@ mod tests {
             admission: Arc::new(Chain { mutating: Vec::new(), validating: Vec::new() }),
             services: None,
         };
-        let user = UserInfo {
-            name: "admin".into(),
-            uid: String::new(),
-            groups: vec!["system:masters".into()],
-            extra: Default::default(),
-        };
+        let user = UserInfo::new("admin", &["system:masters"]);
         let info = k1s_api::resources::find("", "v1", "configmaps").expect("configmaps");
         let bodies = [
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "plain", "labels": {"app": "x"}},

@@ -154,16 +154,23 @@ pub async fn handle(
                     json!({"verbs": ["get"], "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"]}),
                 ];
                 let namespace = spec.get("namespace").and_then(Value::as_str);
+                // (The default system:basic-user and system:discovery bindings grant the same
+                // as the built-in policy: each rule is listed once.)
+                let add = |list: &mut Vec<Value>, rule: Value| {
+                    if !list.contains(&rule) {
+                        list.push(rule);
+                    }
+                };
                 for r in state.rbac.rules_for(user, namespace) {
                     if !r.non_resource_urls.is_empty() {
-                        non_resource_rules.push(json!({"verbs": r.verbs, "nonResourceURLs": r.non_resource_urls}));
+                        add(&mut non_resource_rules, json!({"verbs": r.verbs, "nonResourceURLs": r.non_resource_urls}));
                     }
                     if !r.resources.is_empty() {
                         let mut rule = json!({"verbs": r.verbs, "apiGroups": r.api_groups, "resources": r.resources});
                         if !r.resource_names.is_empty() {
                             rule["resourceNames"] = json!(r.resource_names);
                         }
-                        resource_rules.push(rule);
+                        add(&mut resource_rules, rule);
                     }
                 }
                 // The built-in components' powers come from the built-in policy, which is not

@@ -327,14 +327,7 @@ impl<'a> Filter<'a> {
         if name.is_empty() || name.contains('/') {
             return None;
         }
-        let mut md = serde_json::Map::new();
-        md.insert("name".into(), Value::String(name.to_string()));
-        if let Some(ns) = namespace {
-            md.insert("namespace".into(), Value::String(ns.to_string()));
-        }
-        let mut top = serde_json::Map::new();
-        top.insert("metadata".into(), Value::Object(md));
-        Some(Value::Object(top))
+        Some(object::names_object(Some(name), namespace))
     }
 
     fn matches(&self, obj: &Option<Value>) -> bool {
