@@ -495,3 +495,54 @@ fn rbac_bindings_grant_service_accounts_what_their_roles_allow() {
         "--group=viewers"
     ]));
 }
+
+#[test]
+fn a_restart_gives_default_roles_and_bindings_back_what_they_lost_unless_autoupdate_is_false() {
+    let mut s = Server::start();
+    // An administrator trims two default roles and a binding; system:discovery is marked as
+    // theirs to keep.
+    let trimmed = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: system:basic-user\n  labels: {team: platform}\nrules:\n- apiGroups: [authentication.k8s.io]\n  resources: [selfsubjectreviews]\n  verbs: [create]\n- apiGroups: [\"\"]\n  resources: [configmaps]\n  verbs: [get]\n";
+    s.ok_stdin(&["replace", "-f", "-"], trimmed);
+    let kept = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: system:discovery\n  annotations: {rbac.authorization.kubernetes.io/autoupdate: \"false\"}\nrules:\n- nonResourceURLs: [/version]\n  verbs: [get]\n";
+    s.ok_stdin(&["replace", "-f", "-"], kept);
+    s.ok(&["patch", "clusterrolebinding", "system:public-info-viewer", "--type=json", "-p",
+           r#"[{"op":"replace","path":"/subjects","value":[{"kind":"User","apiGroup":"rbac.authorization.k8s.io","name":"alice"}]}]"#]);
+    s.ok(&["delete", "clusterrolebinding", "system:basic-user"]);
+    let rules = |s: &Server, role: &str| s.json(&["get", "clusterrole", role, "-o", "json"])["rules"].clone();
+    assert_eq!(rules(&s, "system:basic-user").as_array().map(Vec::len), Some(2));
+
+    s.restart();
+    let basic = s.json(&["get", "clusterrole", "system:basic-user", "-o", "json"]);
+    assert_eq!(
+        basic["rules"],
+        json!([
+            {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]},
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
+            {"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"], "verbs": ["create"]},
+            {"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectrulesreviews"], "verbs": ["create"]}
+        ]),
+        "the lost permissions come back after the administrator's rules, which stay"
+    );
+    assert_eq!(basic["metadata"]["labels"]["team"], "platform");
+    assert_eq!(basic["metadata"]["labels"]["kubernetes.io/bootstrapping"], "rbac-defaults");
+    assert_eq!(basic["metadata"]["annotations"]["rbac.authorization.kubernetes.io/autoupdate"], "true");
+    assert_eq!(
+        rules(&s, "system:discovery"),
+        json!([{"nonResourceURLs": ["/version"], "verbs": ["get"]}]),
+        "autoupdate=false keeps the administrator's version"
+    );
+    let subjects =
+        s.json(&["get", "clusterrolebinding", "system:public-info-viewer", "-o", "json"])["subjects"].clone();
+    let names: Vec<&str> = subjects.as_array().into_iter().flatten().filter_map(|x| x["name"].as_str()).collect();
+    assert_eq!(names, ["alice", "system:authenticated", "system:unauthenticated"]);
+    let binding = s.json(&["get", "clusterrolebinding", "system:basic-user", "-o", "json"]);
+    assert_eq!(binding["roleRef"]["name"], "system:basic-user", "a deleted default binding is created again");
+
+    // A binding whose roleRef was changed (by deleting and creating it) is recreated with the
+    // default's.
+    s.ok(&["delete", "clusterrolebinding", "system:basic-user"]);
+    s.ok(&["create", "clusterrolebinding", "system:basic-user", "--clusterrole=view", "--group=system:authenticated"]);
+    s.restart();
+    let binding = s.json(&["get", "clusterrolebinding", "system:basic-user", "-o", "json"]);
+    assert_eq!(binding["roleRef"]["name"], "system:basic-user");
+}

@@ -6,7 +6,8 @@
 //! ClusterRoles their selectors match, resolved when a request is authorized.
 //!
 //! Also the default roles and bindings every cluster starts with (`cluster-admin`, `admin`,
-//! `edit`, `view`, discovery and self-review access), created on start when missing.
+//! `edit`, `view`, discovery and self-review access), created on start when missing and, as
+//! upstream's RBAC bootstrap does on every start, given what a newer default adds to them.
 
 use crate::auth::{Attributes, Authorizer, Decision, UserInfo};
 use crate::registry::Registry;
@@ -726,7 +727,106 @@ pub fn default_policy() -> Vec<Value> {
     objects
 }
 
-/// Creates the default roles and bindings that are missing.
+const AUTOUPDATE: &str = "rbac.authorization.kubernetes.io/autoupdate";
+
+/// A rule as JSON, with the fields upstream writes (empty lists left out).
+fn rule_value(r: &PolicyRule) -> Value {
+    let mut v = serde_json::Map::new();
+    for (key, list) in [
+        ("verbs", &r.verbs),
+        ("apiGroups", &r.api_groups),
+        ("resources", &r.resources),
+        ("resourceNames", &r.resource_names),
+        ("nonResourceURLs", &r.non_resource_urls),
+    ] {
+        if !list.is_empty() || key == "verbs" {
+            v.insert(key.into(), json!(list));
+        }
+    }
+    Value::Object(v)
+}
+
+/// What bringing a stored default object up to date takes.
+#[derive(Debug, PartialEq)]
+enum Reconcile {
+    /// Up to date, or the object's `autoupdate` annotation is "false".
+    Keep,
+    Update(Value),
+    /// A ClusterRoleBinding whose roleRef (immutable) is not the default's.
+    Recreate,
+}
+
+/// Upstream's reconciliation of a default role or binding with the stored one, in its additive
+/// mode: labels and annotations the stored object lacks are added (its own values win), rules
+/// (as single permissions) and aggregation selectors it lacks are appended, and so are missing
+/// subjects; nothing the stored object has is taken away, except an aggregation rule the
+/// default does not have.
+fn reconcile(expected: &Value, existing: &Value) -> Reconcile {
+    if existing["metadata"]["annotations"][AUTOUPDATE] == "false" {
+        return Reconcile::Keep;
+    }
+    if expected["kind"] == "ClusterRoleBinding" && existing["roleRef"] != expected["roleRef"] {
+        return Reconcile::Recreate;
+    }
+    let mut result = existing.clone();
+    for field in ["labels", "annotations"] {
+        if let Some(want) = expected["metadata"][field].as_object() {
+            let have = &mut result["metadata"][field];
+            if !have.is_object() {
+                *have = json!({});
+            }
+            if let Some(have) = have.as_object_mut() {
+                for (k, v) in want {
+                    have.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+        }
+    }
+    let list = |v: &Value, key: &str| v[key].as_array().cloned().unwrap_or_default();
+    if expected["kind"] == "ClusterRole" {
+        let rules = |v: &Value| -> Vec<PolicyRule> {
+            list(v, "rules").into_iter().filter_map(|r| serde_json::from_value(r).ok()).collect()
+        };
+        let missing = uncovered(&rules(existing), &rules(expected));
+        if !missing.is_empty() {
+            let mut all = list(existing, "rules");
+            all.extend(missing.iter().map(rule_value));
+            result["rules"] = Value::Array(all);
+        }
+        match expected.get("aggregationRule") {
+            None => {
+                if let Some(obj) = result.as_object_mut() {
+                    obj.remove("aggregationRule");
+                }
+            }
+            Some(want) => {
+                let mut selectors = list(&existing["aggregationRule"], "clusterRoleSelectors");
+                for sel in list(want, "clusterRoleSelectors") {
+                    if !selectors.contains(&sel) {
+                        selectors.push(sel);
+                    }
+                }
+                result["aggregationRule"] = json!({"clusterRoleSelectors": selectors});
+            }
+        }
+    } else {
+        let mut subjects = list(existing, "subjects");
+        for sub in list(expected, "subjects") {
+            if !subjects.contains(&sub) {
+                subjects.push(sub);
+            }
+        }
+        result["subjects"] = Value::Array(subjects);
+    }
+    if result == *existing {
+        Reconcile::Keep
+    } else {
+        Reconcile::Update(result)
+    }
+}
+
+/// Creates the default roles and bindings that are missing, and reconciles those that exist
+/// with the defaults of this version (see [`reconcile`]).
 pub async fn bootstrap(registry: &Registry) {
     for obj in default_policy() {
         let resource = match obj["kind"].as_str() {
@@ -735,8 +835,25 @@ pub async fn bootstrap(registry: &Registry) {
         };
         let Some(res) = info(resource) else { continue };
         let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
-        if let Err(e) = registry.ensure(res, obj).await {
-            tracing::error!(resource, name, error = %e, "creating a default RBAC object failed");
+        // A write that loses a race with another one is tried again on the newer object.
+        for _ in 0..3 {
+            let outcome = match registry.get(res, None, &name) {
+                Err(_) => registry.ensure(res, obj.clone()).await,
+                Ok(existing) => match reconcile(&obj, &existing) {
+                    Reconcile::Keep => Ok(()),
+                    Reconcile::Update(updated) => registry.server_update(res, updated).await,
+                    Reconcile::Recreate => match registry.server_delete(res, &name).await {
+                        Ok(()) => registry.ensure(res, obj.clone()).await,
+                        Err(e) => Err(e),
+                    },
+                },
+            };
+            match outcome {
+                Err(e) if e.code == 409 => continue,
+                Err(e) => tracing::error!(resource, name, error = %e, "reconciling a default RBAC object failed"),
+                Ok(()) => {}
+            }
+            break;
         }
     }
 }
@@ -923,5 +1040,81 @@ mod tests {
         for o in &policy {
             assert_eq!(o["metadata"]["labels"]["kubernetes.io/bootstrapping"], "rbac-defaults");
         }
+    }
+    fn default_object(name: &str, kind: &str) -> Value {
+        default_policy()
+            .into_iter()
+            .find(|o| o["metadata"]["name"] == name && o["kind"] == kind)
+            .expect("a default object")
+    }
+
+    #[test]
+    fn reconciling_adds_what_the_default_has_and_keeps_what_the_stored_role_adds() {
+        let expected = default_object("system:basic-user", "ClusterRole");
+        let mut stored = expected.clone();
+        stored["metadata"]["resourceVersion"] = json!("12");
+        stored["metadata"]["labels"]["kubernetes.io/bootstrapping"] = json!("edited");
+        stored["metadata"]["labels"]["team"] = json!("a");
+        stored["metadata"]["annotations"] = json!({});
+        // The stored role lost the self-subject-access-review permission and gained a rule.
+        stored["rules"] = json!([
+            {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectrulesreviews"]},
+            {"verbs": ["create"], "apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"]},
+            {"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"]}
+        ]);
+        let Reconcile::Update(updated) = reconcile(&expected, &stored) else { panic!("an update") };
+        let mut want_rules = stored["rules"].as_array().cloned().unwrap_or_default();
+        want_rules.push(json!({"verbs": ["create"], "apiGroups": ["authorization.k8s.io"],
+                               "resources": ["selfsubjectaccessreviews"]}));
+        assert_eq!(updated["rules"], Value::Array(want_rules), "the missing permission is appended, the rest kept");
+        assert_eq!(updated["metadata"]["labels"]["kubernetes.io/bootstrapping"], "edited", "stored values win");
+        assert_eq!(updated["metadata"]["labels"]["team"], "a");
+        assert_eq!(updated["metadata"]["annotations"][AUTOUPDATE], "true", "missing annotations are added");
+        assert_eq!(updated["metadata"]["resourceVersion"], "12", "the update is made on what was read");
+        assert_eq!(reconcile(&expected, &updated), Reconcile::Keep, "reconciling again changes nothing");
+        assert_eq!(reconcile(&expected, &expected), Reconcile::Keep);
+
+        let mut protected = stored.clone();
+        protected["metadata"]["annotations"][AUTOUPDATE] = json!("false");
+        assert_eq!(reconcile(&expected, &protected), Reconcile::Keep, "autoupdate=false leaves the role alone");
+    }
+
+    #[test]
+    fn reconciling_aggregated_roles_restores_selectors_and_leaves_aggregated_rules_alone() {
+        let expected = default_object("view", "ClusterRole");
+        let mut stored = expected.clone();
+        stored["rules"] = json!([{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]}]);
+        assert_eq!(reconcile(&expected, &stored), Reconcile::Keep, "rules the aggregation controller wrote stay");
+        stored["aggregationRule"] = json!({"clusterRoleSelectors": [{"matchLabels": {"extra": "true"}}]});
+        let Reconcile::Update(updated) = reconcile(&expected, &stored) else { panic!("an update") };
+        assert_eq!(
+            updated["aggregationRule"]["clusterRoleSelectors"],
+            json!([{"matchLabels": {"extra": "true"}},
+                   {"matchLabels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}}])
+        );
+        let plain = default_object("system:discovery", "ClusterRole");
+        let mut aggregated = plain.clone();
+        aggregated["aggregationRule"] = json!({"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]});
+        let Reconcile::Update(updated) = reconcile(&plain, &aggregated) else { panic!("an update") };
+        assert!(updated.get("aggregationRule").is_none(), "an aggregation the default lacks is removed");
+    }
+
+    #[test]
+    fn reconciling_bindings_adds_missing_subjects_and_recreates_for_another_role() {
+        let expected = default_object("system:public-info-viewer", "ClusterRoleBinding");
+        let mut stored = expected.clone();
+        stored["subjects"] = json!([{"kind": "User", "apiGroup": GROUP, "name": "alice"},
+                                    {"kind": "Group", "apiGroup": GROUP, "name": "system:authenticated"}]);
+        let Reconcile::Update(updated) = reconcile(&expected, &stored) else { panic!("an update") };
+        assert_eq!(
+            updated["subjects"],
+            json!([{"kind": "User", "apiGroup": GROUP, "name": "alice"},
+                   {"kind": "Group", "apiGroup": GROUP, "name": "system:authenticated"},
+                   {"kind": "Group", "apiGroup": GROUP, "name": "system:unauthenticated"}])
+        );
+        stored["roleRef"]["name"] = json!("view");
+        assert_eq!(reconcile(&expected, &stored), Reconcile::Recreate, "roleRef cannot be updated");
+        stored["metadata"]["annotations"][AUTOUPDATE] = json!("false");
+        assert_eq!(reconcile(&expected, &stored), Reconcile::Keep);
     }
 }

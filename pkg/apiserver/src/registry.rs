@@ -1142,6 +1142,24 @@ impl Registry {
         Ok(out)
     }
 
+    /// The context of a write the server makes as itself (bootstrap objects).
+    fn server_ctx<'a>(user: &'a UserInfo, info: &'static ResourceInfo, namespace: Option<&'a str>) -> Ctx<'a> {
+        Ctx {
+            user,
+            info,
+            namespace,
+            subresource: None,
+            dry_run: false,
+            field_manager: "k1s".into(),
+            field_validation: FieldValidation::Strict,
+            warnings: Vec::new(),
+        }
+    }
+
+    fn server_user() -> UserInfo {
+        UserInfo::new("system:apiserver", &["system:masters"])
+    }
+
     /// Writes an object as the server itself (bootstrap objects), creating it if missing.
     pub async fn ensure(&self, info: &'static ResourceInfo, obj: Value) -> Result<(), ApiError> {
         let name = object::name(&obj).to_string();
@@ -1149,22 +1167,27 @@ impl Registry {
         if self.get(info, ns.as_deref(), &name).is_ok() {
             return Ok(());
         }
-        let user = UserInfo::new("system:apiserver", &["system:masters"]);
-        let mut ctx = Ctx {
-            user: &user,
-            info,
-            namespace: ns.as_deref(),
-            subresource: None,
-            dry_run: false,
-            field_manager: "k1s".into(),
-            field_validation: FieldValidation::Strict,
-            warnings: Vec::new(),
-        };
-        match self.create(&mut ctx, obj).await {
+        let user = Self::server_user();
+        match self.create(&mut Self::server_ctx(&user, info, ns.as_deref()), obj).await {
             Ok(_) => Ok(()),
             Err(e) if e.code == 409 => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    /// Updates an object as the server itself; `obj` carries the resourceVersion it was read at.
+    pub async fn server_update(&self, info: &'static ResourceInfo, obj: Value) -> Result<(), ApiError> {
+        let name = object::name(&obj).to_string();
+        let ns = object::namespace(&obj).map(str::to_string);
+        let user = Self::server_user();
+        self.update(&mut Self::server_ctx(&user, info, ns.as_deref()), &name, obj).await.map(|_| ())
+    }
+
+    /// Deletes a cluster-scoped object as the server itself.
+    pub async fn server_delete(&self, info: &'static ResourceInfo, name: &str) -> Result<(), ApiError> {
+        let user = Self::server_user();
+        let opts = DeleteOptions::default();
+        self.delete(&mut Self::server_ctx(&user, info, None), name, &opts).await.map(|_| ())
     }
 }
 
