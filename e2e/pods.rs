@@ -546,3 +546,71 @@ spec:
     let node = s.ok(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"]);
     assert_eq!(user["extra"]["authentication.kubernetes.io/node-name"], serde_json::json!([node]), "{answer}");
 }
+
+/// Millicores from a `kubectl top` CPU column ("123m", or whole cores).
+fn millicores(s: &str) -> f64 {
+    match s.strip_suffix('m') {
+        Some(m) => m.parse().unwrap_or(-1.0),
+        None => s.parse::<f64>().map(|c| c * 1000.0).unwrap_or(-1.0),
+    }
+}
+
+#[test]
+fn kubectl_top_shows_what_pods_and_the_node_use() {
+    let s = Server::start_node();
+    // Before any pod runs, the node's own use is there.
+    let out = s.ok(&["top", "node", "--no-headers"]);
+    let cols: Vec<&str> = out.split_whitespace().collect();
+    assert_eq!(cols.len(), 5, "NAME CPU(cores) CPU(%) MEMORY(bytes) MEMORY(%): {out}");
+    assert!(millicores(cols[1]) >= 0.0 && cols[2].ends_with('%') && cols[3].ends_with("Mi"), "{out}");
+
+    // One container spins within a 200m limit, the other sleeps holding 20 MiB in /dev/shm.
+    let manifest = format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: busy, labels: {{app: busy}}}}
+spec:
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: spin
+    image: {IMAGE}
+    command: ["sh", "-c", "while :; do :; done"]
+    resources:
+      limits: {{cpu: 200m}}
+  - name: hold
+    image: {IMAGE}
+    command: ["sh", "-c", "head -c 20m /dev/zero > /dev/shm/fill; sleep 3600"]
+"#
+    );
+    s.ok_stdin(&["apply", "-f", "-"], &manifest);
+    wait_pod(&s, "busy", "the pod to run", 90, |p| p["status"]["phase"] == "Running");
+    let rows = eventually(Duration::from_secs(60), "pod metrics with CPU in use", || {
+        let out = s.kubectl(&["top", "pod", "busy", "--containers", "--no-headers"]);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let rows: Vec<Vec<String>> = text.lines().map(|l| l.split_whitespace().map(str::to_string).collect()).collect();
+        let spin = rows.iter().find(|r| r.get(1).map(String::as_str) == Some("spin"))?;
+        (millicores(&spin[2]) >= 50.0).then_some(rows)
+    });
+    let spin = rows.iter().find(|r| r[1] == "spin").expect("spin");
+    assert!(millicores(&spin[2]) <= 400.0, "the 200m limit holds: {rows:?}");
+    let hold = rows.iter().find(|r| r[1] == "hold").expect("hold");
+    let mib: f64 = hold[3].trim_end_matches("Mi").parse().unwrap_or(0.0);
+    assert!(mib >= 15.0, "the shm file counts in the working set: {rows:?}");
+
+    // Selectors, namespaces and the API objects behind the table.
+    let out = s.ok(&["top", "pod", "-l", "app=busy", "--no-headers"]);
+    assert!(out.starts_with("busy "), "{out}");
+    assert_eq!(s.ok(&["top", "pod", "-l", "app=other", "--no-headers"]).trim(), "");
+    let err = s.kubectl(&["top", "pod", "-n", "kube-system", "busy"]);
+    assert!(!err.status.success());
+    let raw = |path: &str| -> Value { serde_json::from_str(&s.ok(&["get", "--raw", path])).expect("json") };
+    let m = raw("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/busy");
+    assert_eq!(m["kind"], "PodMetrics");
+    assert_eq!(m["metadata"]["labels"]["app"], "busy");
+    assert!(m["window"].as_str().is_some_and(|w| w.ends_with('s')), "{m}");
+    let nodes = raw("/apis/metrics.k8s.io/v1beta1/nodes");
+    assert_eq!(nodes["kind"], "NodeMetricsList");
+    assert_eq!(nodes["items"].as_array().map(Vec::len), Some(1), "{nodes}");
+    s.ok(&["delete", "pod", "busy", "--wait=true"]);
+}

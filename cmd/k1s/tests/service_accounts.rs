@@ -508,11 +508,11 @@ fn a_restart_gives_default_roles_and_bindings_back_what_they_lost_unless_autoupd
     s.ok(&["patch", "clusterrolebinding", "system:public-info-viewer", "--type=json", "-p",
            r#"[{"op":"replace","path":"/subjects","value":[{"kind":"User","apiGroup":"rbac.authorization.k8s.io","name":"alice"}]}]"#]);
     s.ok(&["delete", "clusterrolebinding", "system:basic-user"]);
-    let rules = |s: &Server, role: &str| s.json(&["get", "clusterrole", role, "-o", "json"])["rules"].clone();
+    let rules = |s: &Server, role: &str| s.json(&["get", "clusterrole", role])["rules"].clone();
     assert_eq!(rules(&s, "system:basic-user").as_array().map(Vec::len), Some(2));
 
     s.restart();
-    let basic = s.json(&["get", "clusterrole", "system:basic-user", "-o", "json"]);
+    let basic = s.json(&["get", "clusterrole", "system:basic-user"]);
     assert_eq!(
         basic["rules"],
         json!([
@@ -531,11 +531,10 @@ fn a_restart_gives_default_roles_and_bindings_back_what_they_lost_unless_autoupd
         json!([{"nonResourceURLs": ["/version"], "verbs": ["get"]}]),
         "autoupdate=false keeps the administrator's version"
     );
-    let subjects =
-        s.json(&["get", "clusterrolebinding", "system:public-info-viewer", "-o", "json"])["subjects"].clone();
+    let subjects = s.json(&["get", "clusterrolebinding", "system:public-info-viewer"])["subjects"].clone();
     let names: Vec<&str> = subjects.as_array().into_iter().flatten().filter_map(|x| x["name"].as_str()).collect();
     assert_eq!(names, ["alice", "system:authenticated", "system:unauthenticated"]);
-    let binding = s.json(&["get", "clusterrolebinding", "system:basic-user", "-o", "json"]);
+    let binding = s.json(&["get", "clusterrolebinding", "system:basic-user"]);
     assert_eq!(binding["roleRef"]["name"], "system:basic-user", "a deleted default binding is created again");
 
     // A binding whose roleRef was changed (by deleting and creating it) is recreated with the
@@ -543,6 +542,6 @@ fn a_restart_gives_default_roles_and_bindings_back_what_they_lost_unless_autoupd
     s.ok(&["delete", "clusterrolebinding", "system:basic-user"]);
     s.ok(&["create", "clusterrolebinding", "system:basic-user", "--clusterrole=view", "--group=system:authenticated"]);
     s.restart();
-    let binding = s.json(&["get", "clusterrolebinding", "system:basic-user", "-o", "json"]);
+    let binding = s.json(&["get", "clusterrolebinding", "system:basic-user"]);
     assert_eq!(binding["roleRef"]["name"], "system:basic-user");
 }

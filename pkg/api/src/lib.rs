@@ -8,6 +8,7 @@
 pub mod apply;
 pub mod field;
 pub mod meta;
+pub mod metrics;
 pub mod openapi;
 pub mod printers;
 pub mod protobuf;

@@ -319,6 +319,10 @@ fn build() -> Vec<ResourceInfo> {
         a::storage::v1::StorageClass => e("storageclass").short(&["sc"]), g::<a::storage::v1::StorageClass>();
         a::storage::v1::VolumeAttachment => e("volumeattachment").subs(&["status"]), g::<a::storage::v1::VolumeAttachment>();
         a::storage::v1::VolumeAttributesClass => e("volumeattributesclass").short(&["vac"]), g::<a::storage::v1::VolumeAttributesClass>();
+        // metrics.k8s.io/v1beta1: last, as upstream's aggregated API is, so that "pods" and
+        // "nodes" stay core's
+        crate::metrics::NodeMetrics => e("nodemetrics").virt(GET_LIST), g::<crate::metrics::NodeMetrics>();
+        crate::metrics::PodMetrics => e("podmetrics").virt(GET_LIST), g::<crate::metrics::PodMetrics>();
     }
 }
 

@@ -45,6 +45,8 @@ pub struct State {
     pub tokens: Arc<crate::serviceaccount::Tokens>,
     /// RBAC, also for the rules a SelfSubjectRulesReview lists.
     pub rbac: Arc<crate::rbac::RbacAuthorizer>,
+    /// The kubelet scrapes behind `metrics.k8s.io`.
+    pub metrics: crate::metrics::Cache,
 }
 
 fn full(b: impl Into<Bytes>) -> Body {
@@ -508,6 +510,9 @@ async fn resource_request(
         ));
     }
     if res.backing == Backing::Virtual {
+        if res.group == k1s_api::metrics::GROUP {
+            return crate::metrics::handle(state, res, info, &list_options(query)?).await;
+        }
         return crate::virtual_resources::handle(state, req, res, info, user).await;
     }
     let dry_run = match query.all("dryRun") {

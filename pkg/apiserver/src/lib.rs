@@ -15,6 +15,7 @@ mod disruption;
 pub mod error;
 mod handler;
 mod lifecycle;
+mod metrics;
 mod object;
 mod pod_admission;
 mod proxy;
@@ -123,6 +124,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         kubelet,
         tokens,
         rbac,
+        metrics: metrics::Cache::default(),
     });
     // Warm the OpenAPI documents before the first client asks.
     tokio::task::spawn_blocking(|| {

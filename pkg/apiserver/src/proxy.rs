@@ -98,7 +98,7 @@ fn kubelet_target(state: &State, node_name: &str) -> Result<KubeletTarget, ApiEr
     target_of(&node).ok_or_else(|| ApiError::bad_request(format!("node {node_name} has no usable address")))
 }
 
-fn target_of(node: &Value) -> Option<KubeletTarget> {
+pub(crate) fn target_of(node: &Value) -> Option<KubeletTarget> {
     let addresses = node.pointer("/status/addresses").and_then(Value::as_array)?;
     let by_type = |t: &str| {
         addresses

@@ -637,6 +637,15 @@ fn default_cluster_roles() -> Vec<(&'static str, Value, Vec<Value>, Option<&'sta
             None,
         ),
         (
+            // What metrics-server's manifest adds, so that view, edit and admin read `kubectl top`.
+            "system:aggregated-metrics-reader",
+            json!({"rbac.authorization.k8s.io/aggregate-to-admin": "true",
+                   "rbac.authorization.k8s.io/aggregate-to-edit": "true",
+                   "rbac.authorization.k8s.io/aggregate-to-view": "true"}),
+            vec![rule(&["metrics.k8s.io"], &["nodes", "pods"], READ)],
+            None,
+        ),
+        (
             "system:auth-delegator",
             json!({}),
             vec![

@@ -7,12 +7,15 @@
 //!   `/attach/…` and `/portForward/{ns}/{pod}[/{uid}]`: CRI `Exec`/`Attach`/`PortForward` give a
 //!   URL on the runtime's streaming server, and the upgrade (SPDY/3.1 or WebSocket) is proxied
 //!   there and spliced;
+//! - `GET /metrics/resource`: CPU and memory of the node, its pods and containers, as
+//!   metrics-server reads them (see [`metrics`]);
 //! - `GET /healthz`.
 //!
 //! TLS with the caller's serving certificate; clients must present a certificate the cluster CA
 //! signed, and only the API server's identity (or `system:masters`) is authorized.
 
 pub mod auth;
+pub mod metrics;
 pub mod resolve;
 pub mod upgrade;
 
@@ -183,6 +186,7 @@ pub(crate) fn text(code: StatusCode, msg: &str) -> Response<Body> {
 #[derive(Debug, PartialEq, Eq)]
 enum Route {
     Healthz,
+    ResourceMetrics,
     ContainerLogs { namespace: String, pod: String, container: String },
     Exec { namespace: String, pod: String, container: String },
     Attach { namespace: String, pod: String, container: String },
@@ -200,6 +204,7 @@ fn route(path: &str) -> Route {
     let named = |ns: &str, pod: &str, c: &str| (ns.to_string(), pod.to_string(), c.to_string());
     match p.as_slice() {
         ["healthz"] => Route::Healthz,
+        ["metrics", "resource"] => Route::ResourceMetrics,
         ["containerLogs", ns, pod, c] if ![ns, pod, c].iter().any(|s| s.is_empty()) => {
             let (namespace, pod, container) = named(ns, pod, c);
             Route::ContainerLogs { namespace, pod, container }
@@ -238,13 +243,23 @@ async fn handle(rt: Arc<dyn RuntimeService>, peer: &[Vec<u8>], req: Request<Inco
         Ok(id) => id,
         Err(e) => return text(StatusCode::UNAUTHORIZED, &e.to_string()),
     };
-    if let Err(e) = auth::authorize(&id, verb, "proxy") {
+    let subresource = if route == Route::ResourceMetrics { "metrics" } else { "proxy" };
+    if let Err(e) = auth::authorize(&id, verb, subresource) {
         return text(StatusCode::FORBIDDEN, &e.to_string());
     }
     tracing::debug!(method = %req.method(), path = %req.uri().path(), user = %id.user, "kubelet request");
     let is_get = req.method() == Method::GET;
     let is_get_or_post = is_get || req.method() == Method::POST;
     match route {
+        Route::ResourceMetrics if is_get => match metrics::resource_metrics(rt.as_ref()).await {
+            Ok(body) => {
+                let mut r = full(StatusCode::OK, body);
+                r.headers_mut()
+                    .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+                r
+            }
+            Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, &format!("asking the container runtime for stats: {e}")),
+        },
         Route::ContainerLogs { namespace, pod, container } if is_get => {
             container_logs(rt, &namespace, &pod, &container, req.uri().query().unwrap_or("")).await
         }
