@@ -120,6 +120,21 @@ fn the_mission_path_serves_traffic_through_dns_clusterip_and_nodeports() {
         let body = eventually(Duration::from_secs(20), "NodePort answer", || host_get(&addr));
         assert!(pods.iter().any(|p| body.contains(p.as_str())), "{addr}: {body}");
     }
+    // The proxy subresources: a pod at its declared port, the Service by port name or number,
+    // and the node's kubelet (its resource metrics).
+    let first = pods.iter().next().expect("a pod").clone();
+    let raw = |path: &str| s.ok(&["get", "--raw", path]);
+    assert_eq!(raw(&format!("/api/v1/namespaces/default/pods/{first}/proxy/")).trim(), first);
+    assert_eq!(raw(&format!("/api/v1/namespaces/default/pods/{first}:8080/proxy/index.html")).trim(), first);
+    for name in ["web", "web:http", "http:web:80"] {
+        let body = raw(&format!("/api/v1/namespaces/default/services/{name}/proxy/"));
+        assert!(pods.contains(body.trim()), "{name}: {body}");
+    }
+    let missing = s.kubectl(&["get", "--raw", "/api/v1/namespaces/default/pods/client/proxy/"]);
+    assert!(!missing.status.success(), "nothing listens on the client pod");
+    let node = s.ok(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"]);
+    let metrics = raw(&format!("/api/v1/nodes/{node}/proxy/metrics/resource"));
+    assert!(metrics.lines().any(|l| l.starts_with("container_cpu_usage_seconds_total{container=\"web\"")), "{metrics}");
     // A pod that is not ready gets no traffic.
     s.ok_stdin(
         &["apply", "-f", "-"],

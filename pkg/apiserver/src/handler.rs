@@ -554,6 +554,7 @@ async fn resource_request(
         Some("log" | "exec" | "attach" | "portforward") => {
             return crate::proxy::handle(state, req, info, query).await;
         }
+        Some("proxy") => return crate::proxy::proxy(state, req, info).await,
         Some(other) => {
             return Err(ApiError::new(
                 503,

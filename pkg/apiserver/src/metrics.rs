@@ -269,8 +269,14 @@ pub(crate) async fn handle(
 ) -> Result<Response<Body>, ApiError> {
     let pods = res.resource == "pods";
     let source = core(if pods { "pods" } else { "nodes" })?;
+    let kind = if pods { "podmetrics" } else { "nodemetrics" };
     let objects: Vec<Value> = match &info.name {
-        Some(name) => vec![state.registry.get(source, info.namespace.as_deref(), name)?],
+        Some(name) => match state.registry.get(source, info.namespace.as_deref(), name) {
+            Ok(o) => vec![o],
+            // metrics-server names its own resource.
+            Err(e) if e.code == 404 => return Err(ApiError::not_found(res.group, kind, name)),
+            Err(e) => return Err(e),
+        },
         None => {
             let all = ListOptions {
                 label_selector: opts.label_selector.clone(),
@@ -314,7 +320,7 @@ pub(crate) async fn handle(
         .collect();
     let api_version = res.api_version();
     if let Some(name) = &info.name {
-        let mut item = items.into_iter().next().ok_or_else(|| ApiError::not_found(res.group, res.resource, name))?;
+        let mut item = items.into_iter().next().ok_or_else(|| ApiError::not_found(res.group, kind, name))?;
         item["kind"] = json!(res.kind);
         item["apiVersion"] = json!(api_version);
         return Ok(respond_json(StatusCode::OK, &item));

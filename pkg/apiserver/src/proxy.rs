@@ -14,6 +14,7 @@
 //! When the kubelet refuses an upgrade its answer is relayed as it is, which is what makes
 //! kubectl fall back from WebSocket to SPDY and print the kubelet's reason.
 
+mod backend;
 mod kubelet;
 pub(crate) mod spdy;
 mod translate;
@@ -61,6 +62,15 @@ enum Kind {
     Exec,
     Attach,
     PortForward,
+}
+
+/// Serves the `proxy` subresources of pods, Services and nodes (see [`backend`]).
+pub(crate) async fn proxy(
+    state: &Arc<State>,
+    req: Request<Incoming>,
+    info: &RequestInfo,
+) -> Result<Response<Body>, ApiError> {
+    backend::handle(state, state.kubelet.as_deref(), req, info).await
 }
 
 /// Serves `pods/{log,exec,attach,portforward}` (the caller routes only those here).

@@ -432,3 +432,30 @@ async fn port_forward_uses_the_ready_sandbox() {
     assert_eq!(resp.status(), StatusCode::SWITCHING_PROTOCOLS);
     assert!(h.fake.calls().iter().any(|c| c.op == k1s_cri::CriOp::PortForward));
 }
+
+#[tokio::test]
+async fn resource_metrics_list_running_containers_by_pod_for_the_api_server_only() {
+    let h = harness().await;
+    let sandbox = h.sandbox("uid-1").await;
+    let exited = h.container(&sandbox, 0, "", true).await;
+    h.fake.stop_container(cri::StopContainerRequest { container_id: exited, timeout: 0 }).await.expect("stop");
+    h.container(&sandbox, 1, "", true).await;
+    h.fake.set_container_usage("app", 2_500_000_000, 3 << 20);
+    let (code, body) = h.get_text(Some(&h.apiserver()), "/metrics/resource").await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    let lines: Vec<&str> = body.lines().filter(|l| l.starts_with("container_")).collect();
+    assert_eq!(lines.len(), 2, "one running instance, CPU and memory: {body}");
+    assert!(
+        lines[0]
+            .starts_with(r#"container_cpu_usage_seconds_total{container="app",namespace="default",pod="web"} 2.5 "#),
+        "{body}"
+    );
+    assert!(body
+        .lines()
+        .any(|l| l.starts_with(r#"pod_memory_working_set_bytes{namespace="default",pod="web"} 3145728 "#)));
+    assert!(body.lines().any(|l| l.starts_with("node_memory_working_set_bytes ")), "the node from /proc: {body}");
+    let bob = h.pki.client("bob", &["devs"]);
+    let (code, body) = h.get_text(Some(&bob), "/metrics/resource").await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert_eq!(body.trim(), "Forbidden (user=bob, verb=get, resource=nodes, subresource=metrics)");
+}
