@@ -13,6 +13,8 @@
 //!
 //! When the kubelet refuses an upgrade its answer is relayed as it is, which is what makes
 //! kubectl fall back from WebSocket to SPDY and print the kubelet's reason.
+//!
+//! The `proxy` subresources of pods, Services and nodes are in [`backend`].
 
 mod backend;
 mod kubelet;
