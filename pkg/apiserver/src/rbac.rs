@@ -835,7 +835,7 @@ fn reconcile(expected: &Value, existing: &Value) -> Reconcile {
 }
 
 /// Creates the default roles and bindings that are missing, and reconciles those that exist
-/// with the defaults of this version (see [`reconcile`]).
+/// with the defaults of this version (additively, as `reconcile` describes).
 pub async fn bootstrap(registry: &Registry) {
     for obj in default_policy() {
         let resource = match obj["kind"].as_str() {

@@ -50,9 +50,9 @@ pub struct ProbeEvent {
 
 impl ProbeUpdate {
     /// The Warning event upstream records for this run, if any:
-    /// `Unhealthy` "Readiness probe failed: <output>",
-    /// `Unhealthy` "Liveness probe errored and resulted in unknown state: <error>",
-    /// `ProbeWarning` "Readiness probe warning: <output>".
+    /// `Unhealthy` `"Readiness probe failed: <output>"`,
+    /// `Unhealthy` `"Liveness probe errored and resulted in unknown state: <error>"`,
+    /// `ProbeWarning` `"Readiness probe warning: <output>"`.
     pub fn event(&self) -> Option<ProbeEvent> {
         let kind = self.kind.as_str();
         match self.probe_result {
