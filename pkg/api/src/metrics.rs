@@ -63,8 +63,22 @@ fn usage_schema(g: &mut SchemaGenerator) -> Schema {
                   "description": "The memory and CPU usage: cpu in cores, memory in bytes."})
 }
 
-fn common(g: &mut SchemaGenerator) -> (Schema, Schema) {
-    (g.subschema_for::<ObjectMeta>(), g.subschema_for::<Time>())
+/// The schema both kinds share, with `field` (`usage` or `containers`) holding the usage.
+fn metrics_schema(g: &mut SchemaGenerator, description: &str, field: &str, usage: Schema) -> Schema {
+    let (meta, time) = (g.subschema_for::<ObjectMeta>(), g.subschema_for::<Time>());
+    json_schema!({
+        "description": description,
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": meta,
+            "timestamp": time,
+            "window": {"type": "string", "description": "The window over which the usage was measured, ending at timestamp."},
+            field: usage
+        },
+        "required": ["timestamp", "window", field]
+    })
 }
 
 impl JsonSchema for NodeMetrics {
@@ -72,21 +86,8 @@ impl JsonSchema for NodeMetrics {
         "io.k8s.metrics.pkg.apis.metrics.v1beta1.NodeMetrics".into()
     }
     fn json_schema(g: &mut SchemaGenerator) -> Schema {
-        let (meta, time) = common(g);
         let usage = usage_schema(g);
-        json_schema!({
-            "description": "NodeMetrics sets resource usage metrics of a node.",
-            "type": "object",
-            "properties": {
-                "apiVersion": {"type": "string"},
-                "kind": {"type": "string"},
-                "metadata": meta,
-                "timestamp": time,
-                "window": {"type": "string", "description": "The window over which the usage was measured, ending at timestamp."},
-                "usage": usage
-            },
-            "required": ["timestamp", "window", "usage"]
-        })
+        metrics_schema(g, "NodeMetrics sets resource usage metrics of a node.", "usage", usage)
     }
 }
 
@@ -95,22 +96,29 @@ impl JsonSchema for PodMetrics {
         "io.k8s.metrics.pkg.apis.metrics.v1beta1.PodMetrics".into()
     }
     fn json_schema(g: &mut SchemaGenerator) -> Schema {
-        let (meta, time) = common(g);
         let usage = usage_schema(g);
-        json_schema!({
-            "description": "PodMetrics sets resource usage metrics of a pod.",
-            "type": "object",
-            "properties": {
-                "apiVersion": {"type": "string"},
-                "kind": {"type": "string"},
-                "metadata": meta,
-                "timestamp": time,
-                "window": {"type": "string", "description": "The window over which the usage was measured, ending at timestamp."},
-                "containers": {"type": "array", "description": "Metrics for all containers are collected within the same time window.",
-                               "items": {"type": "object", "required": ["name", "usage"],
-                                         "properties": {"name": {"type": "string"}, "usage": usage}}}
-            },
-            "required": ["timestamp", "window", "containers"]
-        })
+        let containers = json_schema!({
+            "type": "array",
+            "description": "Metrics for all containers are collected within the same time window.",
+            "items": {"type": "object", "required": ["name", "usage"],
+                      "properties": {"name": {"type": "string"}, "usage": usage}}
+        });
+        metrics_schema(g, "PodMetrics sets resource usage metrics of a pod.", "containers", containers)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_name_their_usage_fields() {
+        let mut g = SchemaGenerator::default();
+        let node = NodeMetrics::json_schema(&mut g);
+        assert!(node.get("properties").and_then(|p| p.get("usage")).is_some(), "{node:?}");
+        assert_eq!(node.get("required"), Some(&serde_json::json!(["timestamp", "window", "usage"])));
+        let pod = PodMetrics::json_schema(&mut g);
+        let containers = pod.get("properties").and_then(|p| p.get("containers")).expect("containers");
+        assert!(containers.pointer("/items/properties/usage/additionalProperties").is_some(), "{containers:?}");
     }
 }

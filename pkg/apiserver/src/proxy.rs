@@ -66,6 +66,21 @@ enum Kind {
     PortForward,
 }
 
+/// A backend's body passed through frame by frame; an error ends it (and is logged as `what`).
+fn streamed(body: Incoming, what: &'static str) -> Body {
+    let stream = futures::stream::unfold(body, move |mut b| async move {
+        match b.frame().await {
+            Some(Ok(frame)) => Some((Ok::<_, Infallible>(frame), b)),
+            Some(Err(e)) => {
+                tracing::debug!(error = %e, "{what} ended");
+                None
+            }
+            None => None,
+        }
+    });
+    StreamBody::new(stream).boxed_unsync()
+}
+
 /// Serves the `proxy` subresources of pods, Services and nodes (see [`backend`]).
 pub(crate) async fn proxy(
     state: &Arc<State>,
@@ -408,18 +423,7 @@ async fn log(
     if !resp.status().is_success() {
         return Err(kubelet_error(resp).await);
     }
-    let body = resp.into_body();
-    let stream = futures::stream::unfold(body, |mut b| async move {
-        match b.frame().await {
-            Some(Ok(frame)) => Some((Ok::<_, Infallible>(frame), b)),
-            Some(Err(e)) => {
-                tracing::debug!(error = %e, "kubelet log stream ended");
-                None
-            }
-            None => None,
-        }
-    });
-    let mut r = Response::new(StreamBody::new(stream).boxed_unsync());
+    let mut r = Response::new(streamed(resp.into_body(), "kubelet log stream"));
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
     Ok(r)
 }

@@ -11,12 +11,11 @@ use crate::registry::ListOptions;
 use crate::request::RequestInfo;
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Request, Response};
-use http_body_util::{BodyExt, Full, StreamBody};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use k1s_api::resources;
 use serde_json::Value;
-use std::convert::Infallible;
 use std::time::Duration;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -152,17 +151,7 @@ fn forwarded_headers(from: &HeaderMap) -> HeaderMap {
 /// Streams a backend's answer back, without its hop-by-hop headers.
 fn relay(resp: Response<Incoming>) -> Response<Body> {
     let (parts, body) = resp.into_parts();
-    let stream = futures::stream::unfold(body, |mut b| async move {
-        match b.frame().await {
-            Some(Ok(frame)) => Some((Ok::<_, Infallible>(frame), b)),
-            Some(Err(e)) => {
-                tracing::debug!(error = %e, "proxied body ended");
-                None
-            }
-            None => None,
-        }
-    });
-    let mut r = Response::new(StreamBody::new(stream).boxed_unsync());
+    let mut r = Response::new(super::streamed(body, "proxied body"));
     *r.status_mut() = parts.status;
     *r.headers_mut() = forwarded_headers(&parts.headers);
     r
