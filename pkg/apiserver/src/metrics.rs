@@ -9,13 +9,13 @@
 
 use crate::error::ApiError;
 use crate::handler::{respond_json, Body, State};
-use crate::registry::ListOptions;
+use crate::registry::{builtin, ListOptions};
 use crate::request::RequestInfo;
 use http::{HeaderMap, Method, Response, StatusCode};
 use http_body_util::BodyExt;
-use k1s_api::resources::{self, ResourceInfo};
+use k1s_api::resources::ResourceInfo;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 /// How long a scrape is reused.
@@ -209,19 +209,11 @@ async fn scrapes(state: &State, node: &Value) -> Result<(Scrape, Scrape), ApiErr
     }
 }
 
-fn core(resource: &str) -> Result<&'static ResourceInfo, ApiError> {
-    resources::find("", "v1", resource).ok_or_else(|| ApiError::internal(format!("{resource} resource missing")))
-}
-
-fn now_rfc3339() -> String {
-    rfc3339(jiff::Timestamp::now().as_millisecond())
-}
-
 fn node_metrics(node: &Value, prev: &Scrape, cur: &Scrape) -> Option<Value> {
     let (p, c) = (prev.node.as_ref()?, cur.node.as_ref()?);
     let (nanocores, window) = rate(p, c)?;
     Some(json!({
-        "metadata": {"name": node.pointer("/metadata/name"), "creationTimestamp": now_rfc3339(),
+        "metadata": {"name": node.pointer("/metadata/name"), "creationTimestamp": crate::object::now_rfc3339(),
                      "labels": node.pointer("/metadata/labels").cloned().unwrap_or_else(|| json!({}))},
         "timestamp": rfc3339(c.timestamp_ms),
         "window": go_duration(window),
@@ -251,7 +243,7 @@ fn pod_metrics(pod: &Value, prev: &Scrape, cur: &Scrape) -> Option<Value> {
         return None;
     }
     Some(json!({
-        "metadata": {"name": name, "namespace": ns, "creationTimestamp": now_rfc3339(),
+        "metadata": {"name": name, "namespace": ns, "creationTimestamp": crate::object::now_rfc3339(),
                      "labels": pod.pointer("/metadata/labels").cloned().unwrap_or_else(|| json!({}))},
         "timestamp": rfc3339(timestamp),
         "window": go_duration(window),
@@ -268,7 +260,7 @@ pub(crate) async fn handle(
     opts: &ListOptions,
 ) -> Result<Response<Body>, ApiError> {
     let pods = res.resource == "pods";
-    let source = core(if pods { "pods" } else { "nodes" })?;
+    let source = builtin("", "v1", if pods { "pods" } else { "nodes" })?;
     let kind = if pods { "podmetrics" } else { "nodemetrics" };
     let objects: Vec<Value> = match &info.name {
         Some(name) => match state.registry.get(source, info.namespace.as_deref(), name) {
@@ -286,19 +278,25 @@ pub(crate) async fn handle(
             state.registry.list(source, info.namespace.as_deref(), &all)?.items
         }
     };
-    let nodes = state.registry.list(core("nodes")?, None, &ListOptions::default())?.items;
+    // Only the nodes asked about (or running the pods asked about) are scraped.
+    let listed: Vec<Value>;
+    let nodes: &[Value] = if pods {
+        let wanted: HashSet<&str> =
+            objects.iter().filter_map(|p| p.pointer("/spec/nodeName").and_then(Value::as_str)).collect();
+        listed = state
+            .registry
+            .list(builtin("", "v1", "nodes")?, None, &ListOptions::default())?
+            .items
+            .into_iter()
+            .filter(|n| n.pointer("/metadata/name").and_then(Value::as_str).is_some_and(|n| wanted.contains(n)))
+            .collect();
+        &listed
+    } else {
+        &objects
+    };
     let mut by_node: HashMap<String, (Scrape, Scrape)> = HashMap::new();
-    for node in &nodes {
+    for node in nodes {
         let name = node.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-        // Only nodes that something asked about are scraped.
-        let wanted = if pods {
-            objects.iter().any(|p| p.pointer("/spec/nodeName").and_then(Value::as_str) == Some(name))
-        } else {
-            objects.iter().any(|n| n.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
-        };
-        if !wanted {
-            continue;
-        }
         match scrapes(state, node).await {
             Ok(pair) => {
                 by_node.insert(name.to_string(), pair);

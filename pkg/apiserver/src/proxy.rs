@@ -32,7 +32,6 @@ use bytes::Bytes;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Incoming;
-use k1s_api::resources;
 use k1s_api::FieldError;
 pub(crate) use kubelet::KubeletClient;
 use serde_json::Value;
@@ -113,16 +112,25 @@ pub(crate) async fn handle(
 }
 
 fn get_pod(state: &State, info: &RequestInfo) -> Result<Value, ApiError> {
-    let pods = resources::find("", "v1", "pods").ok_or_else(|| ApiError::internal("pods resource missing"))?;
+    let pods = crate::registry::builtin("", "v1", "pods")?;
     state.registry.get(pods, info.namespace.as_deref(), info.name.as_deref().unwrap_or(""))
 }
 
 /// Where the kubelet of the pod's node listens: its InternalIP (else another address) and the
 /// port it reports in `status.daemonEndpoints`.
 fn kubelet_target(state: &State, node_name: &str) -> Result<KubeletTarget, ApiError> {
-    let nodes = resources::find("", "v1", "nodes").ok_or_else(|| ApiError::internal("nodes resource missing"))?;
+    let nodes = crate::registry::builtin("", "v1", "nodes")?;
     let node = state.registry.get(nodes, None, node_name)?;
     target_of(&node).ok_or_else(|| ApiError::bad_request(format!("node {node_name} has no usable address")))
+}
+
+/// `host:port`, with an IPv6 host in brackets.
+pub(crate) fn host_port(host: &str, port: impl std::fmt::Display) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
 }
 
 pub(crate) fn target_of(node: &Value) -> Option<KubeletTarget> {

@@ -60,6 +60,12 @@ impl PatchType {
     }
 }
 
+/// A built-in resource the server's own code works with; missing only if the resource table is.
+pub(crate) fn builtin(group: &str, version: &str, resource: &str) -> Result<&'static ResourceInfo, ApiError> {
+    k1s_api::resources::find(group, version, resource)
+        .ok_or_else(|| ApiError::internal(format!("{resource} resource missing")))
+}
+
 /// Parsed `DeleteOptions`.
 #[derive(Clone, Debug, Default)]
 pub struct DeleteOptions {

@@ -7,7 +7,6 @@ use crate::object;
 use crate::registry::{Ctx, DeleteOptions, PatchType};
 use crate::request::{Query, RequestInfo};
 use http::{Request, Response, StatusCode};
-use k1s_api::resources;
 use k1s_api::selectors::Selector;
 use k1s_api::FieldError;
 use serde_json::{json, Value};
@@ -153,7 +152,7 @@ pub(crate) async fn bind(
     pod_name: &str,
     b: &Value,
 ) -> Result<(), ApiError> {
-    let pods = resources::find("", "v1", "pods").ok_or_else(|| ApiError::internal("pods resource missing"))?;
+    let pods = crate::registry::builtin("", "v1", "pods")?;
     let node = b.pointer("/target/name").and_then(Value::as_str).unwrap_or("");
     if node.is_empty() {
         return Err(ApiError::invalid("", "Binding", pod_name, &[FieldError::required("target.name", "")]));

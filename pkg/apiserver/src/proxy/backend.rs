@@ -4,9 +4,10 @@
 //! certificate, as upstream's API server does. Names may carry a scheme (`http:web:8080`), as
 //! upstream's do; only `http` is proxied to pods and Services.
 
-use super::{target_of, KubeletClient};
+use super::{host_port, kubelet_target, KubeletClient};
 use crate::error::ApiError;
 use crate::handler::{Body, State};
+use crate::registry::builtin;
 use crate::registry::ListOptions;
 use crate::request::RequestInfo;
 use bytes::Bytes;
@@ -14,7 +15,6 @@ use http::{header, HeaderMap, HeaderValue, Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use k1s_api::resources;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -61,10 +61,6 @@ fn proxied_path(path: &str, resource: &str) -> String {
     "/".to_string()
 }
 
-fn unavailable(msg: impl Into<String>) -> ApiError {
-    ApiError::service_unavailable(msg)
-}
-
 /// The pod's IP and the port to use: the one named, else the first container port, else 80.
 fn pod_address(pod: &Value, port: &str) -> Result<String, ApiError> {
     let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
@@ -72,7 +68,7 @@ fn pod_address(pod: &Value, port: &str) -> Result<String, ApiError> {
         .pointer("/status/podIP")
         .and_then(Value::as_str)
         .filter(|ip| !ip.is_empty())
-        .ok_or_else(|| unavailable(format!("pod {name} has no IP address yet")))?;
+        .ok_or_else(|| ApiError::service_unavailable(format!("pod {name} has no IP address yet")))?;
     let port = if port.is_empty() {
         pod.pointer("/spec/containers")
             .and_then(Value::as_array)
@@ -84,7 +80,7 @@ fn pod_address(pod: &Value, port: &str) -> Result<String, ApiError> {
     } else {
         port.to_string()
     };
-    Ok(if ip.contains(':') { format!("[{ip}]:{port}") } else { format!("{ip}:{port}") })
+    Ok(host_port(ip, port))
 }
 
 /// A ready endpoint of the Service's port (`port`: its name or number; empty for a Service with
@@ -101,11 +97,10 @@ fn service_address(state: &State, namespace: &str, service: &Value, port: &str) 
         })
     };
     let Some(svc_port) = chosen else {
-        return Err(unavailable(format!("no endpoints available for service \"{name}\"")));
+        return Err(ApiError::service_unavailable(format!("no endpoints available for service \"{name}\"")));
     };
     let port_name = svc_port.get("name").and_then(Value::as_str).unwrap_or("");
-    let slices = resources::find("discovery.k8s.io", "v1", "endpointslices")
-        .ok_or_else(|| ApiError::internal("endpointslices resource missing"))?;
+    let slices = builtin("discovery.k8s.io", "v1", "endpointslices")?;
     let selector = k1s_api::selectors::Selector::parse_labels(&format!("kubernetes.io/service-name={name}"))
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let opts = ListOptions { label_selector: selector, ..Default::default() };
@@ -126,12 +121,12 @@ fn service_address(state: &State, namespace: &str, service: &Value, port: &str) 
                 continue;
             }
             if let Some(ip) = ep.pointer("/addresses/0").and_then(Value::as_str) {
-                candidates.push(if ip.contains(':') { format!("[{ip}]:{number}") } else { format!("{ip}:{number}") });
+                candidates.push(host_port(ip, number));
             }
         }
     }
     if candidates.is_empty() {
-        return Err(unavailable(format!("no endpoints available for service \"{name}\"")));
+        return Err(ApiError::service_unavailable(format!("no endpoints available for service \"{name}\"")));
     }
     let pick =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
@@ -165,7 +160,8 @@ async fn send_http(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response<Incoming>, ApiError> {
-    let dial = |e: String| unavailable(format!("error trying to reach service: dial tcp {addr}: {e}"));
+    let dial =
+        |e: String| ApiError::service_unavailable(format!("error trying to reach service: dial tcp {addr}: {e}"));
     let tcp = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(addr))
         .await
         .map_err(|_| dial("i/o timeout".into()))?
@@ -187,7 +183,10 @@ async fn send_http(
     if let Ok(host) = HeaderValue::from_str(addr) {
         req.headers_mut().insert(header::HOST, host);
     }
-    sender.send_request(req).await.map_err(|e| unavailable(format!("error trying to reach service: {e}")))
+    sender
+        .send_request(req)
+        .await
+        .map_err(|e| ApiError::service_unavailable(format!("error trying to reach service: {e}")))
 }
 
 /// Serves `pods/proxy`, `services/proxy` and `nodes/proxy`.
@@ -208,32 +207,28 @@ pub(crate) async fn handle(
     let headers = forwarded_headers(req.headers());
     let namespace = info.namespace.as_deref();
     if info.resource == "nodes" {
-        let client = kubelet.ok_or_else(|| unavailable("the node agent is not running"))?;
+        let client = kubelet.ok_or_else(|| ApiError::service_unavailable("the node agent is not running"))?;
         if method != http::Method::GET {
             return Err(ApiError::method_not_allowed(method.as_str(), "nodes/proxy"));
         }
-        let nodes = resources::find("", "v1", "nodes").ok_or_else(|| ApiError::internal("nodes resource missing"))?;
-        let node = state.registry.get(nodes, None, name)?;
-        let mut target = target_of(&node).ok_or_else(|| unavailable(format!("node {name} has no usable address")))?;
+        let mut target = kubelet_target(state, name)?;
         if let Ok(p) = port.parse::<u16>() {
             target.port = p;
         }
-        let resp = client.send(&target, method, &uri, headers).await.map_err(|e| unavailable(e.to_string()))?;
+        let resp = client
+            .send(&target, method, &uri, headers)
+            .await
+            .map_err(|e| ApiError::service_unavailable(e.to_string()))?;
         return Ok(relay(resp));
     }
     if !scheme.is_empty() && scheme != "http" {
-        return Err(unavailable(format!("the {scheme} scheme is not proxied by k1s, only http")));
+        return Err(ApiError::service_unavailable(format!("the {scheme} scheme is not proxied by k1s, only http")));
     }
     let (_, body) = crate::handler::read_request_body(req).await?;
     let addr = match info.resource.as_str() {
-        "pods" => {
-            let pods = resources::find("", "v1", "pods").ok_or_else(|| ApiError::internal("pods resource missing"))?;
-            pod_address(&state.registry.get(pods, namespace, name)?, port)?
-        }
+        "pods" => pod_address(&state.registry.get(builtin("", "v1", "pods")?, namespace, name)?, port)?,
         _ => {
-            let svcs =
-                resources::find("", "v1", "services").ok_or_else(|| ApiError::internal("services resource missing"))?;
-            let svc = state.registry.get(svcs, namespace, name)?;
+            let svc = state.registry.get(builtin("", "v1", "services")?, namespace, name)?;
             service_address(state, namespace.unwrap_or("default"), &svc, port)?
         }
     };

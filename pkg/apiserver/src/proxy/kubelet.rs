@@ -51,11 +51,7 @@ pub struct KubeletTarget {
 
 impl KubeletTarget {
     fn addr(&self) -> String {
-        if self.host.contains(':') {
-            format!("[{}]:{}", self.host, self.port)
-        } else {
-            format!("{}:{}", self.host, self.port)
-        }
+        super::host_port(&self.host, self.port)
     }
 }
 
