@@ -17,7 +17,9 @@
 //! Then, with the server stopped, the same number of synced creates by 32 concurrent writers
 //! into a store of its own (values the size of the stored ConfigMaps), and the API's rate as a
 //! share of that: measured seconds apart on the same machine, so that the VM's changing speed
-//! does not skew the comparison as much as two separate benchmark runs would.
+//! does not skew the comparison as much as two separate benchmark runs would. For both, the
+//! writes per synced batch and the mean batch commit (from the server's `/metrics`, and the
+//! store's own counters) show how well group commit batched them.
 
 use bytes::Bytes;
 use rustls::pki_types::pem::PemObject;
@@ -135,8 +137,11 @@ fn main() {
     floor.print(&format!("GET /version (HTTP/2, {CLIENTS} clients on {conns_wanted} connections)"), "request");
     let dry = run(&rt, &conns, &server_pid, total, Phase::DryRunCreate);
     dry.print(&format!("dry-run creates (HTTP/2, {CLIENTS} clients on {conns_wanted} connections)"), "dry-run create");
+    let before = rt.block_on(store_counters(&conns[0]));
     let created = run(&rt, &conns, &server_pid, total, Phase::Create);
+    let after = rt.block_on(store_counters(&conns[0]));
     created.print(&format!("API creates (HTTP/2, {CLIENTS} clients on {conns_wanted} connections)"), "create");
+    print_batching("the API's store", before, after);
     std::thread::sleep(Duration::from_millis(500));
     let rss = rss_kib(child.id());
     println!("server RSS after {} ConfigMaps: {} MiB", created.latencies.len(), rss / 1024);
@@ -163,6 +168,7 @@ fn store_alone(total: usize, size: usize) -> f64 {
     let dir = tempfile::tempdir().expect("tmp");
     let store = k1s_store::Store::open(dir.path(), k1s_store::StoreOptions::default()).expect("open store");
     let value = Bytes::from(vec![b'x'; size.max(1)]);
+    let before = store.stats();
     let start = Instant::now();
     rt.block_on(async {
         let mut tasks = Vec::new();
@@ -181,7 +187,54 @@ fn store_alone(total: usize, size: usize) -> f64 {
             t.await.expect("join");
         }
     });
-    total as f64 / start.elapsed().as_secs_f64()
+    let rate = total as f64 / start.elapsed().as_secs_f64();
+    let after = store.stats();
+    print_batching(
+        "the store alone",
+        Counters { writes: before.writes, commits: before.batches, commit_seconds: before.commit_seconds },
+        Counters { writes: after.writes, commits: after.batches, commit_seconds: after.commit_seconds },
+    );
+    rate
+}
+
+/// The store's counters from the server's `/metrics` (or from a store of the bench's own).
+#[derive(Clone, Copy, Default)]
+struct Counters {
+    writes: u64,
+    commits: u64,
+    commit_seconds: f64,
+}
+
+async fn store_counters(conn: &Conn) -> Counters {
+    let mut send = conn.clone().ready().await.expect("ready");
+    let head = http::Request::get("https://127.0.0.1/metrics").body(()).expect("request");
+    let (reply, _) = send.send_request(head, true).expect("send");
+    let mut body = reply.await.expect("reply").into_body();
+    let mut text = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.expect("metrics body");
+        text.extend_from_slice(&chunk);
+        body.flow_control().release_capacity(chunk.len()).expect("flow control");
+    }
+    let text = String::from_utf8_lossy(&text);
+    let value = |name: &str| {
+        text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok()).unwrap_or(0.0)
+    };
+    Counters {
+        writes: value("k1s_store_writes_total") as u64,
+        commits: value("k1s_store_commits_total") as u64,
+        commit_seconds: value("k1s_store_commit_duration_seconds_sum"),
+    }
+}
+
+/// Writes per synced batch and the mean batch commit (WAL write and fsync) between two readings.
+fn print_batching(what: &str, before: Counters, after: Counters) {
+    let commits = after.commits.saturating_sub(before.commits).max(1);
+    println!(
+        "{what}: {:.1} writes per synced batch, {:.0} µs per batch commit",
+        after.writes.saturating_sub(before.writes) as f64 / commits as f64,
+        (after.commit_seconds - before.commit_seconds) * 1e6 / commits as f64
+    );
 }
 
 type Conn = h2::client::SendRequest<Bytes>;

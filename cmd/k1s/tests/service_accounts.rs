@@ -545,3 +545,71 @@ fn a_restart_gives_default_roles_and_bindings_back_what_they_lost_unless_autoupd
     let binding = s.json(&["get", "clusterrolebinding", "system:basic-user"]);
     assert_eq!(binding["roleRef"]["name"], "system:basic-user");
 }
+
+/// The value of the series `series` (its name and labels, exactly as written) in `metrics`.
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+#[test]
+fn metrics_count_requests_as_kube_apiserver_does_for_admins_and_the_system_monitoring_role() {
+    let s = Server::start();
+    for i in 0..3 {
+        s.ok(&["create", "configmap", &format!("m{i}"), "--from-literal=k=v"]);
+    }
+    s.ok(&["create", "configmap", "dry", "--from-literal=k=v", "--dry-run=server"]);
+    assert!(!s.kubectl(&["get", "configmap", "missing"]).status.success());
+    let metrics = s.ok(&["get", "--raw", "/metrics"]);
+    let created = r#"apiserver_request_total{verb="POST",dry_run="",group="",version="v1",resource="configmaps",subresource="",scope="resource",component="apiserver",code="201"}"#;
+    assert_eq!(sample(&metrics, created), Some(3.0), "{metrics}");
+    let dry = r#"apiserver_request_total{verb="POST",dry_run="All",group="",version="v1",resource="configmaps",subresource="",scope="resource",component="apiserver",code="201"}"#;
+    assert_eq!(sample(&metrics, dry), Some(1.0), "{metrics}");
+    let missing = r#"apiserver_request_total{verb="GET",dry_run="",group="",version="v1",resource="configmaps",subresource="",scope="resource",component="apiserver",code="404"}"#;
+    assert_eq!(sample(&metrics, missing), Some(1.0), "{metrics}");
+    let timed = r#"apiserver_request_duration_seconds_count{verb="POST",dry_run="",group="",version="v1",resource="configmaps",subresource="",scope="resource",component="apiserver"}"#;
+    assert_eq!(sample(&metrics, timed), Some(3.0), "{metrics}");
+    // The store: at least the three creates and the bootstrap objects, each batch synced once.
+    let writes = sample(&metrics, "k1s_store_writes_total").expect("store writes");
+    let commits = sample(&metrics, "k1s_store_commits_total").expect("store commits");
+    assert!(writes >= 3.0 && commits >= 1.0 && commits <= writes, "{metrics}");
+    assert_eq!(sample(&metrics, "k1s_store_commit_duration_seconds_count"), Some(commits), "{metrics}");
+    let rv: f64 = s.ok(&["get", "configmap", "m2", "-o", "jsonpath={.metadata.resourceVersion}"]).parse().expect("rv");
+    assert!(sample(&metrics, "k1s_store_revision").is_some_and(|r| r >= rv), "{metrics}");
+    assert!(sample(&metrics, "process_resident_memory_bytes").is_some_and(|b| b > 1e6), "{metrics}");
+
+    // A ServiceAccount may read /metrics once bound to upstream's system:monitoring role.
+    s.ok(&["create", "serviceaccount", "prometheus"]);
+    let token = create_token(&s, &["prometheus"]);
+    let kc = token_kubeconfig(&s, &token);
+    let kc = kc.to_str().expect("path");
+    let out = s.kubectl(&["--kubeconfig", kc, "get", "--raw", "/metrics"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("forbidden"), "{}", String::from_utf8_lossy(&out.stderr));
+    s.ok(&[
+        "create",
+        "clusterrolebinding",
+        "prometheus",
+        "--clusterrole=system:monitoring",
+        "--serviceaccount=default:prometheus",
+    ]);
+    let scraped = common::eventually(std::time::Duration::from_secs(10), "the binding to apply", || {
+        let out = s.kubectl(&["--kubeconfig", kc, "get", "--raw", "/metrics"]);
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    });
+    assert!(scraped.contains("# TYPE apiserver_request_total counter"), "{scraped}");
+    // The refused scrape was counted, as upstream counts a 403.
+    let refused = r#"apiserver_request_total{verb="GET",dry_run="",group="",version="",resource="",subresource="/metrics",scope="",component="apiserver",code="403"}"#;
+    assert_eq!(sample(&scraped, refused), Some(1.0), "{scraped}");
+    // The Prometheus text format, as kube-apiserver serves it by default.
+    let (code, _) = s.curl_text("GET", "/metrics", &[], None);
+    assert_eq!(code, 200);
+    let head = Command::new("curl")
+        .args(["-sS", "-o", "/dev/null", "-w", "%{content_type}", "--cacert"])
+        .arg(s.data_dir().join("server/tls/server-ca.crt"))
+        .arg("-H")
+        .arg(format!("Authorization: Bearer {token}"))
+        .arg(format!("https://127.0.0.1:{}/metrics", s.port))
+        .output()
+        .expect("curl");
+    assert_eq!(String::from_utf8_lossy(&head.stdout), "text/plain; version=0.0.4; charset=utf-8");
+}

@@ -47,6 +47,8 @@ pub struct State {
     pub rbac: Arc<crate::rbac::RbacAuthorizer>,
     /// The kubelet scrapes behind `metrics.k8s.io`.
     pub metrics: crate::metrics::Cache,
+    /// The request counters `/metrics` serves.
+    pub monitoring: crate::monitoring::Monitoring,
 }
 
 fn full(b: impl Into<Bytes>) -> Body {
@@ -100,22 +102,42 @@ fn version_doc() -> Value {
     })
 }
 
-/// Handles one request from a connection whose verified client certificates are `peer`.
+/// Handles one request from a connection whose verified client certificates are `peer`, and
+/// counts it for `/metrics`.
 pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>, peer: Arc<Peer>) -> Response<Body> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query = Query::parse(req.uri().query());
     let info = RequestInfo::parse(&method, &path, &query);
+    let apply = method == Method::PATCH
+        && PatchType::from_content_type(header_str(req.headers(), header::CONTENT_TYPE)) == Some(PatchType::Apply);
+    let tracked = state.monitoring.start(&method, &info, query.all("dryRun").iter().any(|v| v == "All"), apply);
+    let resp = authenticated(&state, req, &peer, method, path, &query, &info).await;
+    match tracked {
+        Some(t) => state.monitoring.finish(t, resp),
+        None => resp,
+    }
+}
+
+/// Authenticates, authorizes and serves one request.
+async fn authenticated(
+    state: &Arc<State>,
+    req: Request<hyper::body::Incoming>,
+    peer: &Peer,
+    method: Method,
+    path: String,
+    query: &Query,
+    info: &RequestInfo,
+) -> Response<Body> {
     let auth_header = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).map(str::to_string);
-    let user =
-        match state.authn.authenticate(&Credentials { peer: &peer, authorization_header: auth_header.as_deref() }) {
-            Ok(Some(u)) => u,
-            Ok(None) => UserInfo::anonymous(),
-            Err(e) => {
-                tracing::debug!(error = %e, "authentication failed");
-                return refuse(req, &ApiError::unauthorized()).await;
-            }
-        };
+    let user = match state.authn.authenticate(&Credentials { peer, authorization_header: auth_header.as_deref() }) {
+        Ok(Some(u)) => u,
+        Ok(None) => UserInfo::anonymous(),
+        Err(e) => {
+            tracing::debug!(error = %e, "authentication failed");
+            return refuse(req, &ApiError::unauthorized()).await;
+        }
+    };
     let user = match crate::auth::impersonate(&*state.authz, user, req.headers()) {
         Ok(u) => u,
         Err(e) => return refuse(req, &e).await,
@@ -131,7 +153,7 @@ pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>, peer
         return refuse(req, &ApiError::unauthorized()).await;
     }
     if !public {
-        match state.authz.authorize(&Attributes { user: &user, info: &info }) {
+        match state.authz.authorize(&Attributes { user: &user, info }) {
             Decision::Allow => {}
             Decision::Deny(_) | Decision::NoOpinion => {
                 let target = if info.is_resource {
@@ -152,12 +174,12 @@ pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>, peer
     }
     let started = std::time::Instant::now();
     let resp = if info.is_resource {
-        match resource_request(&state, req, &info, &query, &user).await {
+        match resource_request(state, req, info, query, &user).await {
             Ok(r) => r,
             Err(e) => error_response(&e),
         }
     } else {
-        non_resource(&state, &method, &path, &query, req.headers())
+        non_resource(state, &method, &path, query, req.headers())
     };
     tracing::debug!(parent: &span, status = resp.status().as_u16(), elapsed_ms = started.elapsed().as_millis() as u64, "handled");
     resp
@@ -189,6 +211,11 @@ fn non_resource(state: &State, method: &Method, path: &str, query: &Query, heade
     let accept = header_str(headers, header::ACCEPT);
     match path {
         "/version" => respond_json(StatusCode::OK, &version_doc()),
+        "/metrics" => {
+            let mut r = Response::new(full(state.monitoring.render()));
+            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(crate::monitoring::CONTENT_TYPE));
+            r
+        }
         "/healthz" | "/livez" | "/readyz" => {
             let ready = state.ready.load(Ordering::Acquire) || path != "/readyz";
             let name = path.trim_start_matches('/');

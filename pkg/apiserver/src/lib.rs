@@ -16,6 +16,7 @@ pub mod error;
 mod handler;
 mod lifecycle;
 mod metrics;
+mod monitoring;
 mod object;
 mod pod_admission;
 mod proxy;
@@ -125,6 +126,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         tokens,
         rbac,
         metrics: metrics::Cache::default(),
+        monitoring: monitoring::Monitoring::new(config.store.clone()),
     });
     // Warm the OpenAPI documents before the first client asks.
     tokio::task::spawn_blocking(|| {

@@ -685,6 +685,17 @@ fn default_cluster_roles() -> Vec<(&'static str, Value, Vec<Value>, Option<&'sta
             None,
         ),
         (
+            // Scraping `/metrics` and the detailed health checks, for the `system:monitoring`
+            // group (a Prometheus's client certificate or ServiceAccount bound to it).
+            "system:monitoring",
+            json!({}),
+            vec![urls(
+                &["/healthz", "/healthz/*", "/livez", "/livez/*", "/metrics", "/metrics/slis", "/readyz", "/readyz/*"],
+                &["get"],
+            )],
+            None,
+        ),
+        (
             "system:public-info-viewer",
             json!({}),
             vec![urls(&["/healthz", "/livez", "/readyz", "/version", "/version/"], &["get"])],
@@ -698,6 +709,7 @@ const DEFAULT_BINDINGS: &[(&str, &[&str])] = &[
     ("cluster-admin", &["system:masters"]),
     ("system:basic-user", &["system:authenticated"]),
     ("system:discovery", &["system:authenticated"]),
+    ("system:monitoring", &["system:monitoring"]),
     ("system:public-info-viewer", &["system:authenticated", "system:unauthenticated"]),
 ];
 

@@ -9,5 +9,5 @@ mod codec;
 mod store;
 mod watch;
 
-pub use store::{KeyValue, ListResult, Op, Stats, Store, StoreError, StoreOptions};
+pub use store::{KeyValue, ListResult, Op, Stats, Store, StoreError, StoreOptions, COMMIT_BUCKETS};
 pub use watch::{Event, EventKind, Watcher};

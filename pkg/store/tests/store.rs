@@ -187,6 +187,10 @@ async fn concurrent_writes_share_synced_batches() {
     let st = s.stats();
     assert_eq!(st.writes, 200);
     assert!(st.batches < 200, "expected group commit, got {st:?}");
+    // Every batch was timed: those under the top bucket's bound (3.3 s) fall in a bucket.
+    let timed: u64 = st.commit_buckets.iter().sum();
+    assert!(timed > 0 && timed <= st.batches, "{st:?}");
+    assert!(st.commit_seconds > 0.0, "{st:?}");
     assert_eq!(s.list("/r/", None, 0, None).expect("list").items.len(), 200);
 }
 
