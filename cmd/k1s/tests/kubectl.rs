@@ -611,3 +611,91 @@ fn invalid_objects_get_422_with_field_causes_and_nothing_is_written() {
         0
     );
 }
+
+const HPA_V2: &str = r#"
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: mem
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  maxReplicas: 4
+  metrics:
+  - type: Resource
+    resource: {name: memory, target: {type: AverageValue, averageValue: 100Mi}}
+  - type: Resource
+    resource: {name: cpu, target: {type: Utilization, averageUtilization: 60}}
+  behavior:
+    scaleDown: {stabilizationWindowSeconds: 0}
+"#;
+
+#[test]
+fn hpas_are_stored_in_v2_and_read_written_and_watched_through_v1_too() {
+    let s = Server::start();
+    let v1 = "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers";
+    s.ok(&["create", "deployment", "web", "--image=127.0.0.1:5000/busybox:1.36"]);
+    // kubectl 1.32 creates autoscaling/v1 objects; they read as v2 (kubectl's preferred version).
+    s.ok(&["autoscale", "deployment", "web", "--cpu-percent=50", "--min=1", "--max=5"]);
+    let web = s.json(&["get", "hpa", "web"]);
+    assert_eq!(web["apiVersion"], "autoscaling/v2", "{web}");
+    assert_eq!(
+        web["spec"]["metrics"],
+        serde_json::json!([{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}])
+    );
+    let (code, web_v1) = s.curl("GET", &format!("{v1}/web"), None, None);
+    assert_eq!(code, 200, "{web_v1}");
+    assert_eq!(web_v1["apiVersion"], "autoscaling/v1");
+    assert_eq!(web_v1["spec"]["targetCPUUtilizationPercentage"], 50, "{web_v1}");
+    assert_eq!(web_v1["metadata"]["resourceVersion"], web["metadata"]["resourceVersion"]);
+
+    // A v2 object with what v1 cannot say: v1 shows its CPU target and carries the rest in
+    // upstream's round-trip annotations, and a write through v1 keeps all of it.
+    let before: u64 = web["metadata"]["resourceVersion"].as_str().and_then(|v| v.parse().ok()).expect("rv");
+    let f = s.write_file("hpa.yaml", HPA_V2);
+    s.ok(&["apply", "-f", f.to_str().expect("path")]);
+    let (_, mem_v1) = s.curl("GET", &format!("{v1}/mem"), None, None);
+    assert_eq!(mem_v1["spec"]["targetCPUUtilizationPercentage"], 60, "{mem_v1}");
+    let metrics = mem_v1["metadata"]["annotations"]["autoscaling.alpha.kubernetes.io/metrics"].as_str().unwrap_or("");
+    assert!(metrics.contains("memory") && metrics.contains("100Mi"), "{mem_v1}");
+    let patch = s.write_file("patch.json", r#"{"spec": {"maxReplicas": 7}}"#);
+    let (code, patched) = s.curl("PATCH", &format!("{v1}/mem"), Some("application/merge-patch+json"), Some(&patch));
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(patched["apiVersion"], "autoscaling/v1", "{patched}");
+    let mem = s.json(&["get", "hpa", "mem"]);
+    assert_eq!(mem["spec"]["maxReplicas"], 7, "{mem}");
+    assert_eq!(mem["spec"]["metrics"].as_array().map(Vec::len), Some(2), "{mem}");
+    assert_eq!(mem["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"], 0, "{mem}");
+    assert_eq!(mem["spec"]["behavior"]["scaleUp"]["policies"].as_array().map(Vec::len), Some(2), "defaulted: {mem}");
+    let annotations = mem["metadata"]["annotations"].as_object().map(|a| a.keys().cloned().collect::<Vec<_>>());
+    assert_eq!(
+        annotations,
+        Some(vec!["kubectl.kubernetes.io/last-applied-configuration".to_string()]),
+        "no round-trip annotations in v2: {mem}"
+    );
+
+    // Watches through v1 see v1 objects.
+    let (code, events) =
+        s.curl_text("GET", &format!("{v1}?watch=true&timeoutSeconds=1&resourceVersion={before}"), &[], None);
+    assert_eq!(code, 200);
+    let events: Vec<Value> = events.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let names: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| (e["type"].as_str().unwrap_or(""), e["object"]["metadata"]["name"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(names, [("ADDED", "mem"), ("MODIFIED", "mem")], "{events:?}");
+    assert!(events.iter().all(|e| e["object"]["apiVersion"] == "autoscaling/v1"), "{events:?}");
+    assert_eq!(events[1]["object"]["spec"]["maxReplicas"], 7);
+
+    // Upstream's columns.
+    let table = s.ok(&["get", "hpa"]);
+    let header: Vec<&str> = table.lines().next().expect("header").split_whitespace().collect();
+    assert_eq!(header, ["NAME", "REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS", "AGE"]);
+    // (The write through v1 put the CPU target first, as upstream's conversion does.)
+    assert!(table.contains("cpu: <unknown>/60%, memory: <unknown>/100Mi"), "{table}");
+    assert!(table.contains("cpu: <unknown>/50%"), "{table}");
+    // v1 validation: a target below 1% is refused with its field.
+    let bad = s.write_file("bad.json", r#"{"spec": {"targetCPUUtilizationPercentage": 0}}"#);
+    let (code, status) = s.curl("PATCH", &format!("{v1}/web"), Some("application/merge-patch+json"), Some(&bad));
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(status["details"]["causes"][0]["field"], "spec.targetCPUUtilizationPercentage", "{status}");
+}

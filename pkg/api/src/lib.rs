@@ -6,6 +6,7 @@
 //! validation). It must never depend on the store, the network or the filesystem.
 
 pub mod apply;
+pub mod conversion;
 pub mod field;
 pub mod meta;
 pub mod metrics;

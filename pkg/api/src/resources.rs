@@ -282,8 +282,8 @@ fn build() -> Vec<ResourceInfo> {
         a::authorization::v1::SelfSubjectRulesReview => e("selfsubjectrulesreview").virt(CREATE_ONLY), g::<a::authorization::v1::SelfSubjectRulesReview>();
         a::authorization::v1::SubjectAccessReview => e("subjectaccessreview").virt(CREATE_ONLY), g::<a::authorization::v1::SubjectAccessReview>();
         // autoscaling
-        a::autoscaling::v2::HorizontalPodAutoscaler => e("horizontalpodautoscaler").short(&["hpa"]).all().subs(&["status"]), g::<a::autoscaling::v2::HorizontalPodAutoscaler>();
-        a::autoscaling::v1::HorizontalPodAutoscaler => e("horizontalpodautoscaler").short(&["hpa"]).all().subs(&["status"]), g::<a::autoscaling::v1::HorizontalPodAutoscaler>();
+        a::autoscaling::v2::HorizontalPodAutoscaler => e("horizontalpodautoscaler").short(&["hpa"]).all().subs(&["status"]), strategies::autoscaling::hpa_v2();
+        a::autoscaling::v1::HorizontalPodAutoscaler => e("horizontalpodautoscaler").short(&["hpa"]).all().subs(&["status"]), strategies::autoscaling::hpa_v1();
         // batch/v1
         a::batch::v1::CronJob => e("cronjob").short(&["cj"]).all().subs(&["status"]), s::batch::cron_job();
         a::batch::v1::Job => e("job").all().subs(&["status"]), s::batch::job();

@@ -8,6 +8,7 @@ use crate::error::{from_store, ApiError};
 use crate::object::{self, meta_mut};
 use bytes::Bytes;
 use k1s_api::apply as ssa;
+use k1s_api::conversion;
 use k1s_api::field::FieldError;
 use k1s_api::selectors::Selector;
 use k1s_api::{meta as metav, ResourceInfo};
@@ -254,9 +255,25 @@ impl Registry {
         }
     }
 
+    /// A stored object as `info`'s version shows it.
     fn decode_kv(info: &ResourceInfo, kv: &KeyValue) -> Result<Value, ApiError> {
-        object::from_storage(&kv.value, kv.mod_revision)
-            .ok_or_else(|| ApiError::internal(format!("stored {} {} is not valid JSON", info.resource, kv.key)))
+        let obj = object::from_storage(&kv.value, kv.mod_revision)
+            .ok_or_else(|| ApiError::internal(format!("stored {} {} is not valid JSON", info.resource, kv.key)))?;
+        if conversion::storage_version(info).is_none() {
+            return Ok(obj);
+        }
+        conversion::convert(obj, info).map_err(|e| ApiError::internal(format!("reading {}: {e}", kv.key)))
+    }
+
+    /// What the store keeps of `obj`, written through `info`: the object in the storage version.
+    fn storage_bytes(info: &ResourceInfo, obj: &Value) -> Result<Bytes, ApiError> {
+        match conversion::storage_version(info) {
+            Some(to) if to.version != info.version => {
+                let stored = conversion::convert(obj.clone(), to).map_err(|e| ApiError::internal(e.to_string()))?;
+                Ok(object::to_storage(&stored))
+            }
+            _ => Ok(object::to_storage(obj)),
+        }
     }
 
     pub fn get(&self, info: &'static ResourceInfo, namespace: Option<&str>, name: &str) -> Result<Value, ApiError> {
@@ -490,7 +507,10 @@ impl Registry {
         }
         let mut obj = self.normalize(ctx, obj)?;
         let stored = self.create_normalized(ctx, &mut obj).await?;
-        let json = stored.and_then(|(bytes, rev)| object::storage_json_with_rv(&bytes, rev));
+        // The stored bytes are the reply only when they are in the version asked for.
+        let json = stored
+            .filter(|_| !conversion::converts(ctx.info))
+            .and_then(|(bytes, rev)| object::storage_json_with_rv(&bytes, rev));
         Ok((obj, json))
     }
 
@@ -571,7 +591,8 @@ impl Registry {
             return Ok(None);
         }
         let key = Self::key(info, ns.as_deref(), &name);
-        let kv = self.store.create(&key, object::to_storage(obj)).await.map_err(|e| from_store(e, info, &name))?;
+        let kv =
+            self.store.create(&key, Self::storage_bytes(info, obj)?).await.map_err(|e| from_store(e, info, &name))?;
         object::set_resource_version(obj, kv.mod_revision);
         Ok(Some((kv.value, kv.mod_revision)))
     }
@@ -761,7 +782,7 @@ impl Registry {
                 Err(e) => Err(Some(from_store(e, info, &name))),
             };
         }
-        match self.store.update(&key, object::to_storage(&new), Some(old_kv.mod_revision)).await {
+        match self.store.update(&key, Self::storage_bytes(info, &new)?, Some(old_kv.mod_revision)).await {
             Ok(kv) => {
                 object::set_resource_version(&mut new, kv.mod_revision);
                 Ok(new)
@@ -1104,7 +1125,7 @@ impl Registry {
             if object::same_content(&new, &old) || ctx.dry_run {
                 return Ok(new);
             }
-            match self.store.update(&old_kv.key, object::to_storage(&new), Some(old_kv.mod_revision)).await {
+            match self.store.update(&old_kv.key, Self::storage_bytes(info, &new)?, Some(old_kv.mod_revision)).await {
                 Ok(kv) => {
                     object::set_resource_version(&mut new, kv.mod_revision);
                     return Ok(new);

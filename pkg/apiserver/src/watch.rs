@@ -7,7 +7,7 @@ use crate::object;
 use crate::registry::{self, ListOptions, Registry};
 use crate::table::{self, IncludeObject};
 use bytes::Bytes;
-use k1s_api::ResourceInfo;
+use k1s_api::{conversion, ResourceInfo};
 use k1s_store::{Event, EventKind, StoreError};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -338,7 +338,10 @@ impl<'a> Filter<'a> {
 impl Encoder {
     /// The frame a store event makes for this watch, if the watch is to see it.
     fn event(&mut self, ev: &Event, f: &Filter) -> Option<Bytes> {
-        if self.table.is_none() {
+        // Stored bytes are framed as they are unless they must be converted to the version
+        // watched (a metadata-only watch sends no version-specific fields).
+        let convert = conversion::converts(self.info) && self.metadata.is_none();
+        if self.table.is_none() && !convert {
             // Most watches: plain objects, framed from the stored bytes.
             let kind = match ev.kind {
                 EventKind::Create => f.stored_matches(&ev.kv.key, &ev.kv.value).then_some("ADDED"),
@@ -350,7 +353,14 @@ impl Encoder {
             };
             return kind.and_then(|k| self.raw_frame(k, &ev.kv.value, ev.revision));
         }
-        let cur = object::from_storage(&ev.kv.value, ev.revision);
+        let cur = object::from_storage(&ev.kv.value, ev.revision).and_then(|o| {
+            if !convert {
+                return Some(o);
+            }
+            conversion::convert(o, self.info)
+                .map_err(|e| tracing::warn!(key = %ev.kv.key, error = %e, "converting a watched object failed"))
+                .ok()
+        });
         // The previous state matters only for selector transitions.
         let prev = match ev.kind {
             EventKind::Update if f.filtering => {
