@@ -192,3 +192,118 @@ fn aggregated_cluster_roles_hold_the_rules_of_the_roles_they_select() {
         ["view", "edit", "admin"].iter().all(|r| resources(r).contains("\"nodes\"")).then_some(())
     });
 }
+
+/// A Deployment of `replicas` pods each requesting `request` of CPU, running `command`.
+fn cpu_deployment(name: &str, replicas: u32, request: &str, limit: &str, command: &str) -> String {
+    format!(
+        r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+spec:
+  replicas: {replicas}
+  selector:
+    matchLabels: {{app: {name}}}
+  template:
+    metadata:
+      labels: {{app: {name}}}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers:
+      - name: app
+        image: {IMAGE}
+        command: ["sh", "-c", "{command}"]
+        resources:
+          requests: {{cpu: {request}}}
+          limits: {{cpu: {limit}}}
+"#
+    )
+}
+
+fn spec_replicas(s: &Server, deployment: &str) -> i64 {
+    s.json(&["get", "deployment", deployment])["spec"]["replicas"].as_i64().unwrap_or(-1)
+}
+
+fn hpa_condition(hpa: &Value, t: &str) -> (String, String) {
+    let c = hpa["status"]["conditions"].as_array().and_then(|cs| cs.iter().find(|c| c["type"] == t).cloned());
+    let field = |f: &str| c.as_ref().and_then(|c| c[f].as_str()).unwrap_or("").to_string();
+    (field("status"), field("reason"))
+}
+
+#[test]
+fn horizontal_pod_autoscalers_scale_deployments_up_and_down_on_cpu() {
+    let s = Server::start_node();
+    // Up: one pod spinning at its 100m limit uses 500% of its 20m request; the target is 50%,
+    // so the HPA asks for 10 and gets its maximum, 3, in one step.
+    s.ok_stdin(&["apply", "-f", "-"], &cpu_deployment("burn", 1, "20m", "100m", "while :; do :; done"));
+    s.ok(&["autoscale", "deployment", "burn", "--cpu-percent=50", "--min=1", "--max=3"]);
+    eventually(Duration::from_secs(150), "the HPA to scale burn to 3", || {
+        (spec_replicas(&s, "burn") == 3).then_some(())
+    });
+    let hpa = eventually(Duration::from_secs(60), "the HPA to report 3 replicas and its CPU use", || {
+        let hpa = s.json(&["get", "hpa", "burn"]);
+        let used = hpa["status"]["currentMetrics"][0]["resource"]["current"]["averageUtilization"].as_i64();
+        (hpa["status"]["desiredReplicas"] == 3 && used.is_some_and(|u| u > 50)).then_some(hpa)
+    });
+    assert_eq!(hpa_condition(&hpa, "ScalingActive"), ("True".into(), "ValidMetricFound".into()), "{hpa}");
+    assert_eq!(hpa_condition(&hpa, "AbleToScale").0, "True", "{hpa}");
+    assert!(hpa["status"]["lastScaleTime"].is_string(), "{hpa}");
+    let events =
+        s.ok(&["get", "events", "--field-selector", "involvedObject.name=burn,reason=SuccessfulRescale", "-o", "json"]);
+    assert!(
+        events.contains("New size: 3; reason: cpu resource utilization (percentage of request) above target"),
+        "{events}"
+    );
+    let table = s.ok(&["get", "hpa", "burn", "--no-headers"]);
+    let cols: Vec<&str> = table.split_whitespace().collect();
+    // NAME REFERENCE TARGETS(2 words) MINPODS MAXPODS REPLICAS AGE
+    assert_eq!(&cols[..2], ["burn", "Deployment/burn"], "{table}");
+    assert!(cols[2] == "cpu:" && cols[3].ends_with("%/50%") && !cols[3].starts_with("<unknown>"), "{table}");
+    assert_eq!(&cols[4..6], ["1", "3"], "{table}");
+    // The v1 view carries the current utilization, as upstream's.
+    let v1: Value = serde_json::from_str(&s.ok(&[
+        "get",
+        "--raw",
+        "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers/burn",
+    ]))
+    .expect("json");
+    assert!(v1["status"]["currentCPUUtilizationPercentage"].as_i64().is_some_and(|u| u > 50), "{v1}");
+
+    // Down: three idle pods, with a zero scale-down stabilization window: down to the minimum.
+    s.ok_stdin(&["apply", "-f", "-"], &cpu_deployment("idle", 3, "100m", "100m", "sleep 3600"));
+    s.ok(&["rollout", "status", "deployment/idle", "--timeout=120s"]);
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        r#"
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: idle}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: idle}
+  minReplicas: 1
+  maxReplicas: 3
+  metrics:
+  - type: Resource
+    resource: {name: cpu, target: {type: Utilization, averageUtilization: 50}}
+  behavior:
+    scaleDown:
+      stabilizationWindowSeconds: 0
+      policies: [{type: Percent, value: 100, periodSeconds: 15}]
+"#,
+    );
+    eventually(Duration::from_secs(150), "the HPA to scale idle down to 1", || {
+        (spec_replicas(&s, "idle") == 1).then_some(())
+    });
+    let events =
+        s.ok(&["get", "events", "--field-selector", "involvedObject.name=idle,reason=SuccessfulRescale", "-o", "json"]);
+    assert!(events.contains("New size: 1; reason: All metrics below target"), "{events}");
+    let hpa = eventually(Duration::from_secs(60), "the HPA to report the minimum", || {
+        let hpa = s.json(&["get", "hpa", "idle"]);
+        (hpa["status"]["desiredReplicas"] == 1 && hpa_condition(&hpa, "ScalingLimited").1 == "TooFewReplicas")
+            .then_some(hpa)
+    });
+    assert_eq!(hpa_condition(&hpa, "ScalingLimited").0, "True", "{hpa}");
+    let described = s.ok(&["describe", "hpa", "idle"]);
+    assert!(described.contains("SuccessfulRescale") && described.contains("ScalingActive"), "{described}");
+}

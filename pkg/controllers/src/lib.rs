@@ -14,6 +14,7 @@ pub mod deployment;
 pub mod disruption;
 pub mod endpointslice;
 pub mod garbage_collector;
+pub mod horizontal_pod_autoscaler;
 pub mod job;
 pub mod namespace;
 pub mod node_lifecycle;
@@ -44,6 +45,7 @@ pub async fn run(ctx: Arc<Context>, disabled: &[String]) {
         ("daemonset", |c| Box::pin(daemonset::run(c))),
         ("job", |c| Box::pin(job::run(c))),
         ("cronjob", |c| Box::pin(cronjob::run(c))),
+        ("horizontalpodautoscaling", |c| Box::pin(horizontal_pod_autoscaler::run(c))),
         ("endpointslice", |c| Box::pin(endpointslice::run(c))),
         ("nodelifecycle", |c| Box::pin(node_lifecycle::run(c))),
         ("disruption", |c| Box::pin(disruption::run(c))),
