@@ -2,10 +2,10 @@
 //! are kept in one of them (upstream's storage version) and converted on the way in and out, so
 //! that every version reads every object, whichever version wrote it.
 //!
-//! Only `horizontalpodautoscalers` has two versions today (`autoscaling/v2`, stored, and
-//! `autoscaling/v1`).
+//! Among the built-ins only `horizontalpodautoscalers` has two versions (`autoscaling/v2`,
+//! stored, and `autoscaling/v1`); custom resources have as many as their definition serves.
 
-use crate::resources::{self, ResourceInfo};
+use crate::resources::ResourceInfo;
 use crate::strategies::autoscaling;
 use serde_json::Value;
 
@@ -18,26 +18,37 @@ pub enum ConversionError {
 }
 
 /// The version objects of `info`'s resource are stored in, when it is served in more than one.
-pub fn storage_version(info: &ResourceInfo) -> Option<&'static ResourceInfo> {
+pub fn storage_version(info: &ResourceInfo) -> Option<&'static str> {
+    if let Some(c) = &info.custom {
+        return Some(c.storage_version);
+    }
     match (info.group, info.resource) {
-        ("autoscaling", "horizontalpodautoscalers") => resources::find("autoscaling", "v2", info.resource),
+        ("autoscaling", "horizontalpodautoscalers") => Some("v2"),
         _ => None,
     }
 }
 
 /// Whether objects read or written through `info` are in another version in the store.
 pub fn converts(info: &ResourceInfo) -> bool {
-    storage_version(info).is_some_and(|s| s.version != info.version)
+    storage_version(info).is_some_and(|s| s != info.version)
 }
 
-/// `obj` (of any version of `to`'s resource) in `to`'s version; unchanged when already in it.
-pub fn convert(obj: Value, to: &ResourceInfo) -> Result<Value, ConversionError> {
+/// `obj` (of any version of `info`'s resource) in version `to`; unchanged when already in it.
+pub fn convert(obj: Value, info: &ResourceInfo, to: &str) -> Result<Value, ConversionError> {
     let from = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
-    let want = to.api_version();
+    let want = if info.group.is_empty() { to.to_string() } else { format!("{}/{to}", info.group) };
     if from == want {
         return Ok(obj);
     }
-    match (to.group, to.resource, from.as_str(), to.version) {
+    if info.custom.is_some() {
+        // Custom resources convert by their apiVersion alone (upstream's `None` strategy).
+        let mut obj = obj;
+        if let Some(m) = obj.as_object_mut() {
+            m.insert("apiVersion".into(), Value::String(want));
+        }
+        return Ok(obj);
+    }
+    match (info.group, info.resource, from.as_str(), to) {
         ("autoscaling", "horizontalpodautoscalers", "autoscaling/v2", "v1") => Ok(autoscaling::v2_to_v1(obj)?),
         ("autoscaling", "horizontalpodautoscalers", "autoscaling/v1", "v2") => Ok(autoscaling::v1_to_v2(obj)?),
         _ => Err(ConversionError::Unsupported { from, to: want }),
@@ -47,26 +58,27 @@ pub fn convert(obj: Value, to: &ResourceInfo) -> Result<Value, ConversionError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resources;
     use serde_json::json;
 
     #[test]
     fn hpas_are_stored_in_v2_and_read_in_either_version() {
         let v1 = resources::find("autoscaling", "v1", "horizontalpodautoscalers").expect("v1");
         let v2 = resources::find("autoscaling", "v2", "horizontalpodautoscalers").expect("v2");
-        assert_eq!(storage_version(v1).map(|s| s.version), Some("v2"));
+        assert_eq!(storage_version(v1), Some("v2"));
         assert!(converts(v1) && !converts(v2));
         let cm = resources::find("", "v1", "configmaps").expect("configmaps");
         assert!(storage_version(cm).is_none() && !converts(cm));
         let obj = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "a"},
                          "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "a"}, "maxReplicas": 2}});
-        let stored = convert(obj.clone(), v2).expect("to v2");
+        let stored = convert(obj.clone(), v1, "v2").expect("to v2");
         assert_eq!(stored["apiVersion"], "autoscaling/v2");
-        assert_eq!(convert(stored.clone(), v2).expect("same version"), stored);
-        let back = convert(stored, v1).expect("to v1");
+        assert_eq!(convert(stored.clone(), v2, "v2").expect("same version"), stored);
+        let back = convert(stored, v2, "v1").expect("to v1");
         assert_eq!(back["spec"]["maxReplicas"], 2);
         assert_eq!(back["apiVersion"], "autoscaling/v1");
         assert!(matches!(
-            convert(json!({"apiVersion": "autoscaling/v2beta9"}), v1),
+            convert(json!({"apiVersion": "autoscaling/v2beta9"}), v1, "v1"),
             Err(ConversionError::Unsupported { .. })
         ));
     }

@@ -7,6 +7,7 @@
 
 pub mod apply;
 pub mod conversion;
+pub mod custom;
 pub mod field;
 pub mod meta;
 pub mod metrics;

@@ -59,6 +59,8 @@ pub struct ResourceInfo {
     /// Whether objects of this kind carry `metadata.generation` (kinds with a `spec`).
     pub has_spec: bool,
     pub strategy: Box<dyn DynStrategy>,
+    /// What a custom resource takes from its CustomResourceDefinition; `None` for built-ins.
+    pub custom: Option<crate::custom::CustomInfo>,
 }
 
 impl std::fmt::Debug for ResourceInfo {
@@ -143,6 +145,7 @@ where
         schema: schema_of::<T>,
         has_spec: has_spec::<T>(),
         strategy,
+        custom: None,
     }
 }
 
@@ -266,7 +269,7 @@ fn build() -> Vec<ResourceInfo> {
         a::admissionregistration::v1::ValidatingAdmissionPolicyBinding => e("validatingadmissionpolicybinding"), g::<a::admissionregistration::v1::ValidatingAdmissionPolicyBinding>();
         a::admissionregistration::v1::ValidatingWebhookConfiguration => e("validatingwebhookconfiguration"), g::<a::admissionregistration::v1::ValidatingWebhookConfiguration>();
         // apiextensions.k8s.io/v1
-        apiext::CustomResourceDefinition => e("customresourcedefinition").short(&["crd", "crds"]).subs(&["status"]), g::<apiext::CustomResourceDefinition>();
+        apiext::CustomResourceDefinition => e("customresourcedefinition").short(&["crd", "crds"]).subs(&["status"]), strategies::apiextensions::custom_resource_definition();
         // apps/v1
         a::apps::v1::ControllerRevision => e("controllerrevision"), g::<a::apps::v1::ControllerRevision>();
         a::apps::v1::DaemonSet => e("daemonset").short(&["ds"]).all().subs(&["status"]), s::apps::daemon_set();

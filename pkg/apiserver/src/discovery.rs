@@ -1,16 +1,21 @@
 //! Discovery documents: `/api`, `/apis`, `/apis/<group>`, per-group-version `APIResourceList`s,
-//! and aggregated discovery (`apidiscovery.k8s.io` v2 and v2beta1).
+//! and aggregated discovery (`apidiscovery.k8s.io` v2 and v2beta1), of the resources served:
+//! the built-ins, then the custom resources of the established definitions.
 
-use k1s_api::resources::{self, ResourceInfo};
+use k1s_api::resources::ResourceInfo;
 use serde_json::{json, Value};
 
+/// What discovery lists: every served resource, built-ins first.
+pub type Served<'a> = &'a [&'static ResourceInfo];
+
 /// Groups in the order discovery lists them (upstream's priority order, roughly).
-fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
+fn groups(served: Served<'_>) -> Vec<(&'static str, Vec<&'static str>)> {
     let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
-    for (g, v) in resources::group_versions() {
-        match out.iter_mut().find(|(og, _)| *og == g) {
-            Some((_, vs)) => vs.push(v),
-            None => out.push((g, vec![v])),
+    for r in served {
+        match out.iter_mut().find(|(og, _)| *og == r.group) {
+            Some((_, vs)) if vs.contains(&r.version) => {}
+            Some((_, vs)) => vs.push(r.version),
+            None => out.push((r.group, vec![r.version])),
         }
     }
     // Preferred version first: the highest stable one (v2 over v1 for autoscaling).
@@ -64,8 +69,8 @@ fn api_group(group: &str, versions: &[&str], server_address: &str) -> Value {
 }
 
 /// `GET /apis`.
-pub fn api_group_list(server_address: &str) -> Value {
-    let groups: Vec<Value> = groups()
+pub fn api_group_list(served: Served<'_>, server_address: &str) -> Value {
+    let groups: Vec<Value> = groups(served)
         .into_iter()
         .filter(|(g, _)| !g.is_empty())
         .map(|(g, vs)| {
@@ -80,8 +85,8 @@ pub fn api_group_list(server_address: &str) -> Value {
 }
 
 /// `GET /apis/<group>`.
-pub fn api_group_doc(group: &str, server_address: &str) -> Option<Value> {
-    let (g, vs) = groups().into_iter().find(|(g, _)| *g == group && !g.is_empty())?;
+pub fn api_group_doc(served: Served<'_>, group: &str, server_address: &str) -> Option<Value> {
+    let (g, vs) = groups(served).into_iter().find(|(g, _)| *g == group && !g.is_empty())?;
     let mut v = api_group(g, &vs, server_address);
     v["kind"] = json!("APIGroup");
     v["apiVersion"] = json!("v1");
@@ -91,13 +96,13 @@ pub fn api_group_doc(group: &str, server_address: &str) -> Option<Value> {
     Some(v)
 }
 
-fn resources_of(group: &str, version: &str) -> Vec<&'static ResourceInfo> {
-    resources::all().iter().filter(|r| r.group == group && r.version == version).collect()
+fn resources_of(served: Served<'_>, group: &str, version: &str) -> Vec<&'static ResourceInfo> {
+    served.iter().copied().filter(|r| r.group == group && r.version == version).collect()
 }
 
 /// `GET /api/v1`, `GET /apis/<group>/<version>`.
-pub fn api_resource_list(group: &str, version: &str) -> Option<Value> {
-    let rs = resources_of(group, version);
+pub fn api_resource_list(served: Served<'_>, group: &str, version: &str) -> Option<Value> {
+    let rs = resources_of(served, group, version);
     if rs.is_empty() {
         return None;
     }
@@ -153,15 +158,15 @@ pub fn aggregated_version(accept: &str) -> Option<&'static str> {
 }
 
 /// Aggregated discovery for `/api` (core) or `/apis` (named groups).
-pub fn aggregated(core: bool, version: &str) -> Value {
-    let items: Vec<Value> = groups()
+pub fn aggregated(served: Served<'_>, core: bool, version: &str) -> Value {
+    let items: Vec<Value> = groups(served)
         .into_iter()
         .filter(|(g, _)| g.is_empty() == core)
         .map(|(g, vs)| {
             let versions: Vec<Value> = vs
                 .iter()
                 .map(|v| {
-                    let resources: Vec<Value> = resources_of(g, v)
+                    let resources: Vec<Value> = resources_of(served, g, v)
                         .into_iter()
                         .map(|r| {
                             let mut e = json!({
@@ -212,15 +217,20 @@ pub fn aggregated(core: bool, version: &str) -> Value {
 mod tests {
     use super::*;
 
+    fn builtins() -> Vec<&'static ResourceInfo> {
+        k1s_api::resources::all().iter().collect()
+    }
+
     #[test]
     fn autoscaling_prefers_v2_and_core_lists_subresources() {
-        let g = api_group_doc("autoscaling", "127.0.0.1:6443").expect("group");
+        let served = builtins();
+        let g = api_group_doc(&served, "autoscaling", "127.0.0.1:6443").expect("group");
         assert_eq!(g["preferredVersion"]["version"], "v2");
-        let core = api_resource_list("", "v1").expect("core");
+        let core = api_resource_list(&served, "", "v1").expect("core");
         let names: Vec<&str> =
             core["resources"].as_array().expect("list").iter().filter_map(|r| r["name"].as_str()).collect();
         assert!(names.contains(&"pods/status") && names.contains(&"pods/exec") && names.contains(&"namespaces"));
-        let agg = aggregated(false, "v2");
+        let agg = aggregated(&served, false, "v2");
         let apps =
             agg["items"].as_array().expect("items").iter().find(|i| i["metadata"]["name"] == "apps").expect("apps");
         let deploy = apps["versions"][0]["resources"]

@@ -12,7 +12,7 @@ use crate::watch;
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full, StreamBody};
-use k1s_api::resources::{self, Backing};
+use k1s_api::resources::Backing;
 use k1s_api::selectors::Selector;
 use k1s_api::ResourceInfo;
 use serde_json::{json, Value};
@@ -111,7 +111,8 @@ pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>, peer
     let info = RequestInfo::parse(&method, &path, &query);
     let apply = method == Method::PATCH
         && PatchType::from_content_type(header_str(req.headers(), header::CONTENT_TYPE)) == Some(PatchType::Apply);
-    let tracked = state.monitoring.start(&method, &info, query.all("dryRun").iter().any(|v| v == "All"), apply);
+    let res = info.is_resource.then(|| state.registry.resource(&info.group, &info.version, &info.resource)).flatten();
+    let tracked = state.monitoring.start(&method, &info, res, query.all("dryRun").iter().any(|v| v == "All"), apply);
     let resp = authenticated(&state, req, &peer, method, path, &query, &info).await;
     match tracked {
         Some(t) => state.monitoring.finish(t, resp),
@@ -240,7 +241,7 @@ fn non_resource(state: &State, method: &Method, path: &str, query: &Query, heade
             let core = path == "/api";
             match discovery::aggregated_version(accept) {
                 Some(v) => {
-                    let doc = discovery::aggregated(core, v);
+                    let doc = discovery::aggregated(&state.registry.served(), core, v);
                     let body = serde_json::to_vec(&doc).unwrap_or_default();
                     let etag = format!("\"{:X}\"", fxhash(&body));
                     if header_str(headers, header::IF_NONE_MATCH) == etag {
@@ -260,7 +261,10 @@ fn non_resource(state: &State, method: &Method, path: &str, query: &Query, heade
                     r
                 }
                 None if core => respond_json(StatusCode::OK, &discovery::api_versions(&state.server_address)),
-                None => respond_json(StatusCode::OK, &discovery::api_group_list(&state.server_address)),
+                None => respond_json(
+                    StatusCode::OK,
+                    &discovery::api_group_list(&state.registry.served(), &state.server_address),
+                ),
             }
         }
         "/.well-known/openid-configuration" => {
@@ -324,15 +328,15 @@ fn non_resource(state: &State, method: &Method, path: &str, query: &Query, heade
         p => {
             let parts: Vec<&str> = p.trim_matches('/').split('/').collect();
             match parts.as_slice() {
-                ["api", v] => match discovery::api_resource_list("", v) {
+                ["api", v] => match discovery::api_resource_list(&state.registry.served(), "", v) {
                     Some(d) => respond_json(StatusCode::OK, &d),
                     None => error_response(&ApiError::not_found_path()),
                 },
-                ["apis", g] => match discovery::api_group_doc(g, &state.server_address) {
+                ["apis", g] => match discovery::api_group_doc(&state.registry.served(), g, &state.server_address) {
                     Some(d) => respond_json(StatusCode::OK, &d),
                     None => error_response(&ApiError::not_found_path()),
                 },
-                ["apis", g, v] => match discovery::api_resource_list(g, v) {
+                ["apis", g, v] => match discovery::api_resource_list(&state.registry.served(), g, v) {
                     Some(d) => respond_json(StatusCode::OK, &d),
                     None => error_response(&ApiError::not_found_path()),
                 },
@@ -509,7 +513,7 @@ async fn resource_request(
     query: &Query,
     user: &UserInfo,
 ) -> Result<Response<Body>, ApiError> {
-    let Some(res) = resources::find(&info.group, &info.version, &info.resource) else {
+    let Some(res) = state.registry.resource(&info.group, &info.version, &info.resource) else {
         return Err(ApiError::not_found_path());
     };
     if !res.namespaced() && info.namespace.is_some() {

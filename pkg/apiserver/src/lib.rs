@@ -10,6 +10,7 @@
 
 pub mod admission;
 pub mod auth;
+mod custom_resources;
 mod discovery;
 mod disruption;
 pub mod error;
@@ -110,7 +111,9 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         store: config.store.clone(),
         admission: Arc::new(chain),
         services: Some(Arc::new(service_alloc::ServiceAllocator::new(cidr))),
+        custom: Arc::default(),
     });
+    registry.custom.refresh(&registry.store);
     let state = Arc::new(handler::State {
         registry: registry.clone(),
         authn: Box::new(auth::UnionAuthenticator(vec![
@@ -133,6 +136,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         let _ = k1s_api::openapi::get();
     });
     let task = tokio::spawn(server::serve(listener, tls, state.clone(), cancel.clone()));
+    tokio::spawn(custom_resources::run(registry.clone(), cancel.clone()));
     bootstrap(&registry).await;
     bootstrap_services(&registry, cidr, config.endpoint_ip, local_addr.port(), config.cluster_dns).await;
     state.ready.store(true, Ordering::Release);

@@ -25,6 +25,7 @@ use crate::request::RequestInfo;
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use http_body_util::BodyExt;
+use k1s_api::ResourceInfo;
 use k1s_store::Store;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -152,9 +153,17 @@ impl Monitoring {
 
     /// Starts counting a request, unless its labels would come from the client rather than from
     /// what k1s serves (`None`).
-    pub fn start(&self, method: &http::Method, info: &RequestInfo, dry_run: bool, apply: bool) -> Option<Tracked> {
+    /// `res` is the served resource a resource request names.
+    pub fn start(
+        &self,
+        method: &http::Method,
+        info: &RequestInfo,
+        res: Option<&'static ResourceInfo>,
+        dry_run: bool,
+        apply: bool,
+    ) -> Option<Tracked> {
         let (group, version, resource, subresource, path_label) = if info.is_resource {
-            let res = k1s_api::resources::find(&info.group, &info.version, &info.resource)?;
+            let res = res?;
             let sub = match &info.subresource {
                 None => "",
                 Some(s) => res.subresources.iter().find(|x| x.name == s.as_str())?.name,
@@ -484,6 +493,10 @@ mod tests {
         (dir, s)
     }
 
+    fn lookup(i: &RequestInfo) -> Option<&'static ResourceInfo> {
+        k1s_api::resources::find(&i.group, &i.version, &i.resource)
+    }
+
     fn info(method: &http::Method, path: &str, query: &str) -> RequestInfo {
         RequestInfo::parse(method, path, &Query::parse(Some(query)))
     }
@@ -496,7 +509,7 @@ mod tests {
 
     fn serve(m: &Monitoring, method: http::Method, path: &str, query: &str, code: u16) -> http::Response<Body> {
         let i = info(&method, path, query);
-        match m.start(&method, &i, query.contains("dryRun=All"), false) {
+        match m.start(&method, &i, lookup(&i), query.contains("dryRun=All"), false) {
             Some(t) => m.finish(t, reply(code)),
             None => reply(code),
         }
@@ -540,7 +553,7 @@ mod tests {
         let m = Monitoring::new(s);
         for path in ["/api/v1/namespaces/default/widgets", "/api/v1/namespaces/default/pods/web/bogus"] {
             let i = info(&http::Method::GET, path, "");
-            assert!(m.start(&http::Method::GET, &i, false, false).is_none(), "{path}");
+            assert!(m.start(&http::Method::GET, &i, lookup(&i), false, false).is_none(), "{path}");
         }
         serve(&m, http::Method::GET, "/no/such/path", "", 404);
         serve(&m, http::Method::GET, "/version", "", 200);
@@ -562,17 +575,17 @@ mod tests {
         let m = Monitoring::new(s);
         let method = http::Method::GET;
         let watch = info(&method, "/api/v1/namespaces/default/pods", "watch=true");
-        let t = m.start(&method, &watch, false, false).expect("tracked");
+        let t = m.start(&method, &watch, lookup(&watch), false, false).expect("tracked");
         let resp = m.finish(t, reply(200));
         let gauge = r#"apiserver_longrunning_requests{verb="WATCH",dry_run="",group="",version="v1",resource="pods",subresource="",scope="namespace",component="apiserver"}"#;
         assert_eq!(line(&m.render(), gauge), Some(format!("{gauge} 1").as_str()));
         drop(resp);
         assert_eq!(line(&m.render(), gauge), Some(format!("{gauge} 0").as_str()));
         let exec = info(&http::Method::POST, "/api/v1/namespaces/default/pods/web/exec", "command=ls");
-        let t = m.start(&http::Method::POST, &exec, false, false).expect("tracked");
+        let t = m.start(&http::Method::POST, &exec, lookup(&exec), false, false).expect("tracked");
         drop(m.finish(t, reply(101)));
         let get = info(&method, "/api/v1/namespaces/default/pods/web", "");
-        let unfinished = m.start(&method, &get, false, false).expect("tracked");
+        let unfinished = m.start(&method, &get, lookup(&get), false, false).expect("tracked");
         assert!(m.render().contains(r#"apiserver_current_inflight_requests{request_kind="readOnly"} 1"#));
         drop(unfinished);
         let text = m.render();

@@ -132,6 +132,25 @@ fn tracks_generation(info: &ResourceInfo) -> bool {
             | "servicecidrs"
             | "priorityclasses"
     ) && info.has_spec
+        || info.custom.is_some()
+}
+
+/// Whether an update changes what `metadata.generation` counts: the spec; for a custom
+/// resource everything but metadata (and status, when it has a status subresource).
+fn generation_changes(info: &ResourceInfo, new: &Value, old: &Value) -> bool {
+    if info.custom.is_none() {
+        return new.get("spec") != old.get("spec");
+    }
+    let status = info.has_subresource("status");
+    let counted = |v: &Value| -> Vec<(String, Value)> {
+        v.as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| k.as_str() != "metadata" && !(status && k.as_str() == "status"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    counted(new) != counted(old)
 }
 
 /// Field selector labels each kind supports besides `metadata.name` / `metadata.namespace`.
@@ -213,6 +232,8 @@ pub struct Registry {
     pub admission: Arc<Chain>,
     /// ClusterIP and NodePort allocation; `None` leaves Services as written.
     pub services: Option<Arc<crate::service_alloc::ServiceAllocator>>,
+    /// The custom resources of the stored CustomResourceDefinitions.
+    pub custom: Arc<crate::custom_resources::CustomResources>,
 }
 
 fn is_services(info: &ResourceInfo) -> bool {
@@ -248,6 +269,17 @@ fn parse_continue(token: &str) -> Result<(u64, String), ApiError> {
 }
 
 impl Registry {
+    /// The served resource at `group`/`version`/`resource`: a built-in, else a custom resource.
+    pub fn resource(&self, group: &str, version: &str, resource: &str) -> Option<&'static ResourceInfo> {
+        k1s_api::resources::find(group, version, resource)
+            .or_else(|| self.custom.current().find(group, version, resource))
+    }
+
+    /// Every served resource, built-ins first (what discovery lists).
+    pub fn served(&self) -> Vec<&'static ResourceInfo> {
+        k1s_api::resources::all().iter().chain(self.custom.current().all()).collect()
+    }
+
     pub fn key(info: &ResourceInfo, namespace: Option<&str>, name: &str) -> String {
         match (info.namespaced(), namespace) {
             (true, Some(ns)) => format!("{}{}/{}", info.storage_prefix(), ns, name),
@@ -262,14 +294,15 @@ impl Registry {
         if conversion::storage_version(info).is_none() {
             return Ok(obj);
         }
-        conversion::convert(obj, info).map_err(|e| ApiError::internal(format!("reading {}: {e}", kv.key)))
+        conversion::convert(obj, info, info.version).map_err(|e| ApiError::internal(format!("reading {}: {e}", kv.key)))
     }
 
     /// What the store keeps of `obj`, written through `info`: the object in the storage version.
     fn storage_bytes(info: &ResourceInfo, obj: &Value) -> Result<Bytes, ApiError> {
         match conversion::storage_version(info) {
-            Some(to) if to.version != info.version => {
-                let stored = conversion::convert(obj.clone(), to).map_err(|e| ApiError::internal(e.to_string()))?;
+            Some(to) if to != info.version => {
+                let stored =
+                    conversion::convert(obj.clone(), info, to).map_err(|e| ApiError::internal(e.to_string()))?;
                 Ok(object::to_storage(&stored))
             }
             _ => Ok(object::to_storage(obj)),
@@ -476,7 +509,7 @@ impl Registry {
         if ctx.field_manager.is_empty() {
             return;
         }
-        let Some(schema) = k1s_api::openapi::get().kind_schema(ctx.info.group, ctx.info.version, ctx.info.kind) else {
+        let Some(schema) = kind_schema(ctx.info) else {
             return;
         };
         let time = object::now_rfc3339();
@@ -660,7 +693,7 @@ impl Registry {
                 }
             }
         }
-        let spec_changed = new.get("spec") != old.get("spec");
+        let spec_changed = generation_changes(info, new, old);
         let md = meta_mut(new);
         for f in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
             match old_meta.get(f) {
@@ -880,7 +913,15 @@ impl Registry {
     ) -> Result<(Value, bool), ApiError> {
         let info = ctx.info;
         let openapi = k1s_api::openapi::get();
-        let schema = openapi.kind_schema(info.group, info.version, info.kind);
+        let schema = kind_schema(info);
+        if info.custom.is_some() && ptype == PatchType::Strategic {
+            // Custom resources have no patch strategies to merge by (upstream answers 415).
+            return Err(ApiError::new(
+                415,
+                "UnsupportedMediaType",
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+            ));
+        }
         for _ in 0..MAX_RETRIES {
             let existing = match self.get_kv(info, ctx.namespace, name) {
                 Ok(x) => Some(x),
@@ -1065,6 +1106,14 @@ impl Registry {
                     ))
                 }
             }
+            // A definition goes only after its custom resources (upstream's Delete of CRDs).
+            if info.group == "apiextensions.k8s.io"
+                && info.resource == "customresourcedefinitions"
+                && !object::is_deleting(&old)
+                && !finalizers.iter().any(|f| f == crate::custom_resources::CLEANUP_FINALIZER)
+            {
+                finalizers.push(crate::custom_resources::CLEANUP_FINALIZER.into());
+            }
             if info.group.is_empty() && info.resource == "pods" {
                 let grace = opts
                     .grace_period_seconds
@@ -1210,11 +1259,52 @@ impl Registry {
         self.update(&mut Self::server_ctx(&user, info, ns.as_deref()), &name, obj).await.map(|_| ())
     }
 
+    /// Writes an object's status as the server itself; `obj` carries its resourceVersion.
+    pub async fn server_update_status(&self, info: &'static ResourceInfo, obj: Value) -> Result<(), ApiError> {
+        let name = object::name(&obj).to_string();
+        let ns = object::namespace(&obj).map(str::to_string);
+        let user = Self::server_user();
+        let mut ctx = Self::server_ctx(&user, info, ns.as_deref());
+        ctx.subresource = Some("status");
+        self.update(&mut ctx, &name, obj).await.map(|_| ())
+    }
+
+    /// Deletes every object of `info`'s resource as the server itself; gives how many are
+    /// left (objects whose finalizers hold them).
+    pub async fn server_delete_all(&self, info: &'static ResourceInfo) -> Result<usize, ApiError> {
+        let user = Self::server_user();
+        let page = self.store.list(&info.storage_prefix(), None, 0, None).map_err(|e| from_store(e, info, ""))?;
+        for kv in &page.items {
+            let Some(obj) = object::from_storage(&kv.value, kv.mod_revision) else { continue };
+            if object::is_deleting(&obj) {
+                continue;
+            }
+            let (name, ns) = (object::name(&obj).to_string(), object::namespace(&obj).map(str::to_string));
+            let opts = DeleteOptions { propagation_policy: Some("Background".into()), ..DeleteOptions::default() };
+            match self.delete(&mut Self::server_ctx(&user, info, ns.as_deref()), &name, &opts).await {
+                Ok(_) => {}
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let left = self.store.list(&info.storage_prefix(), None, 0, None).map_err(|e| from_store(e, info, ""))?;
+        Ok(left.items.len())
+    }
+
     /// Deletes a cluster-scoped object as the server itself.
     pub async fn server_delete(&self, info: &'static ResourceInfo, name: &str) -> Result<(), ApiError> {
         let user = Self::server_user();
         let opts = DeleteOptions::default();
         self.delete(&mut Self::server_ctx(&user, info, None), name, &opts).await.map(|_| ())
+    }
+}
+
+/// The object schema merges and managedFields follow: the built-in kind's, or the custom
+/// resource's (see `CustomInfo::object_schema`).
+fn kind_schema(info: &'static ResourceInfo) -> Option<&'static Value> {
+    match &info.custom {
+        Some(c) => Some(&c.object_schema),
+        None => k1s_api::openapi::get().kind_schema(info.group, info.version, info.kind),
     }
 }
 
@@ -1284,6 +1374,7 @@ mod tests {
             store,
             admission: Arc::new(Chain { mutating: Vec::new(), validating: Vec::new() }),
             services: None,
+            custom: Arc::default(),
         };
         let user = UserInfo::new("admin", &["system:masters"]);
         let info = k1s_api::resources::find("", "v1", "configmaps").expect("configmaps");

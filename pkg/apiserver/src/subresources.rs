@@ -8,11 +8,41 @@ use crate::registry::{Ctx, DeleteOptions, PatchType};
 use crate::request::{Query, RequestInfo};
 use http::{Request, Response, StatusCode};
 use k1s_api::selectors::Selector;
-use k1s_api::FieldError;
+use k1s_api::{FieldError, ResourceInfo};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-fn to_scale(obj: &Value) -> Value {
+/// A dotted path (`.spec.replicas`) as a JSON pointer (`/spec/replicas`).
+fn pointer(path: &str) -> String {
+    path.trim_start_matches('.').split('.').fold(String::new(), |p, seg| format!("{p}/{seg}"))
+}
+
+/// Where a resource keeps what its Scale shows: a custom resource's `subresources.scale` paths,
+/// `.spec.replicas` and `.status.replicas` for the built-ins.
+fn scale_paths(res: &ResourceInfo) -> (String, String, Option<String>) {
+    match res.custom.as_ref().and_then(|c| c.scale.as_ref()) {
+        Some(s) => (pointer(&s.spec_replicas), pointer(&s.status_replicas), s.label_selector.as_deref().map(pointer)),
+        None => ("/spec/replicas".into(), "/status/replicas".into(), None),
+    }
+}
+
+fn to_scale(res: &ResourceInfo, obj: &Value) -> Value {
+    if res.custom.is_some() {
+        // A custom resource's selector is a string where labelSelectorPath says, its replicas
+        // where the other paths say (0 when absent).
+        let (spec, status, selector) = scale_paths(res);
+        let selector =
+            selector.and_then(|p| obj.pointer(&p).and_then(Value::as_str).map(str::to_string)).unwrap_or_default();
+        let md = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));
+        return json!({
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {"name": md.get("name"), "namespace": md.get("namespace"), "uid": md.get("uid"),
+                         "resourceVersion": md.get("resourceVersion"), "creationTimestamp": md.get("creationTimestamp")},
+            "spec": {"replicas": obj.pointer(&spec).and_then(Value::as_i64).unwrap_or(0)},
+            "status": {"replicas": obj.pointer(&status).and_then(Value::as_i64).unwrap_or(0), "selector": selector},
+        });
+    }
     let selector = obj
         .pointer("/spec/selector")
         .map(|s| {
@@ -43,6 +73,23 @@ fn to_scale(obj: &Value) -> Value {
     })
 }
 
+/// Sets the value at JSON pointer `at`, making the objects on the way.
+fn set_at(obj: &mut Value, at: &str, value: Value) {
+    let mut cur = obj;
+    let segs: Vec<&str> = at.trim_start_matches('/').split('/').collect();
+    for (i, seg) in segs.iter().enumerate() {
+        if !cur.is_object() {
+            *cur = json!({});
+        }
+        let Some(m) = cur.as_object_mut() else { return };
+        if i + 1 == segs.len() {
+            m.insert(seg.to_string(), value);
+            return;
+        }
+        cur = m.entry(seg.to_string()).or_insert_with(|| json!({}));
+    }
+}
+
 /// GET/PUT/PATCH `…/<resource>/<name>/scale`.
 pub async fn scale(
     state: &Arc<State>,
@@ -58,7 +105,7 @@ pub async fn scale(
     match info.verb.as_str() {
         "get" => {
             let obj = reg.get(res, ns.as_deref(), &name)?;
-            Ok(respond_json(StatusCode::OK, &to_scale(&obj)))
+            Ok(respond_json(StatusCode::OK, &to_scale(res, &obj)))
         }
         "update" | "patch" => {
             let verb = info.verb.clone();
@@ -77,7 +124,7 @@ pub async fn scale(
             ctx.subresource = None;
             for _ in 0..16 {
                 let obj = reg.get(res, ns.as_deref(), &name)?;
-                let current = to_scale(&obj);
+                let current = to_scale(res, &obj);
                 let wanted = if verb == "update" {
                     input.clone()
                 } else {
@@ -109,12 +156,12 @@ pub async fn scale(
                 }
                 let precondition = object::resource_version(&wanted).map(str::to_string);
                 let mut new = obj.clone();
-                new["spec"]["replicas"] = json!(replicas);
+                set_at(&mut new, &scale_paths(res).0, json!(replicas));
                 if let Some(rv) = &precondition {
                     object::meta_mut(&mut new).insert("resourceVersion".into(), json!(rv));
                 }
                 match reg.update(ctx, &name, new).await {
-                    Ok((updated, _)) => return Ok(respond_json(StatusCode::OK, &to_scale(&updated))),
+                    Ok((updated, _)) => return Ok(respond_json(StatusCode::OK, &to_scale(res, &updated))),
                     Err(e) if e.code == 409 && precondition.is_none() => continue,
                     Err(e) => return Err(e),
                 }

@@ -92,20 +92,22 @@ pub fn build(
     list_meta: Value,
 ) -> Value {
     let now = jiff::Timestamp::now();
-    let cols = printers::columns(info.group, info.kind);
-    let column_definitions: Vec<Value> = if with_columns {
-        cols.iter()
-            .map(|c| {
-                json!({"name": c.name, "type": c.type_, "format": c.format, "description": c.description, "priority": c.priority})
-            })
-            .collect()
-    } else {
-        Vec::new()
+    let custom = info.custom.as_ref().map(|c| c.printer_columns.as_slice());
+    let column_definitions: Vec<Value> = match (with_columns, custom) {
+        (false, _) => Vec::new(),
+        (true, Some(cols)) => k1s_api::custom::columns::definitions(cols),
+        (true, None) => {
+            printers::columns(info.group, info.kind).iter().map(printers::ColumnDefinition::to_json).collect()
+        }
     };
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| {
-            let mut r = json!({"cells": printers::row(info.group, info.kind, o, now)});
+            let cells = match custom {
+                Some(cols) => k1s_api::custom::columns::cells(cols, o, now),
+                None => printers::row(info.group, info.kind, o, now),
+            };
+            let mut r = json!({"cells": cells});
             let obj = row_object(o, include, api_version);
             if !obj.is_null() {
                 r["object"] = obj;

@@ -357,7 +357,7 @@ impl Encoder {
             if !convert {
                 return Some(o);
             }
-            conversion::convert(o, self.info)
+            conversion::convert(o, self.info, self.info.version)
                 .map_err(|e| tracing::warn!(key = %ev.kv.key, error = %e, "converting a watched object failed"))
                 .ok()
         });

@@ -2,6 +2,7 @@
 //! validation as a [`crate::Strategy`], plus the shared pieces they are built from: pod specs,
 //! containers, volumes, probes, quantities, ports, label selectors, value formats.
 
+pub mod apiextensions;
 pub mod apps;
 pub mod autoscaling;
 pub mod batch;
