@@ -31,6 +31,7 @@ mod subresources;
 mod table;
 mod virtual_resources;
 mod watch;
+mod webhooks;
 
 pub use proxy::{KubeletClientConfig, KubeletTarget};
 pub use server::{ServeError, TlsMaterial};
@@ -94,17 +95,21 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     let rbac = Arc::new(rbac::RbacAuthorizer::new(config.store.clone()));
     let authz: Arc<dyn auth::Authorizer> =
         Arc::new(auth::UnionAuthorizer(vec![Box::new(auth::BuiltinAuthorizer), Box::new(rbac.clone())]));
+    let hooks = webhooks::Webhooks::new(config.store.clone());
     let chain = admission::Chain {
         mutating: vec![
             Box::new(serviceaccount::admission::ServiceAccountAdmission { objects: objects.clone() }),
             Box::new(pod_admission::DefaultTolerationSeconds),
             Box::new(pod_admission::Priority { store: config.store.clone() }),
+            Box::new(webhooks::MutatingWebhooks(hooks.clone())),
         ],
         validating: vec![
             Box::new(lifecycle::NamespaceLifecycle { store: config.store.clone() }),
             Box::new(rbac::EscalationCheck { rbac: rbac.clone(), authz: authz.clone() }),
+            Box::new(webhooks::ValidatingWebhooks(hooks.clone())),
         ],
     };
+    tokio::spawn(hooks.run(cancel.clone()));
     let cidr = service_alloc::Cidr::parse(&config.service_cidr)
         .ok_or_else(|| ServeError::Config(format!("invalid service CIDR {:?}", config.service_cidr)))?;
     let registry = Arc::new(Registry {

@@ -1,0 +1,505 @@
+//! Admission webhooks: the MutatingWebhookConfigurations and ValidatingWebhookConfigurations
+//! in the store, called as upstream calls them. Mutating webhooks run after the built-in
+//! mutating plugins, one at a time in configuration-name order, each seeing the previous ones'
+//! patches (`JSONPatch`); validating webhooks run after the built-in validating plugins.
+//!
+//! A request goes to a webhook whose [`rules`] match it and whose namespace and object
+//! selectors select it, as an `admission.k8s.io/v1` AdmissionReview POSTed over HTTPS
+//! ([`client`]) to its `url` or its Service (a ready endpoint of the Service's port, else its
+//! ClusterIP), within `timeoutSeconds`. A denial answers with the webhook's status and
+//! upstream's message; a call that fails is an error under `failurePolicy: Fail` and skipped
+//! under `Ignore`. Dry-run requests go only to webhooks without side effects. Webhook
+//! configurations themselves are never sent to webhooks, so a broken webhook cannot lock them.
+//!
+//! Not evaluated: `matchConditions` (CEL), `matchPolicy: Equivalent` (a rule matches the
+//! version it names), `reinvocationPolicy: IfNeeded`; warnings in replies are logged only.
+
+pub mod client;
+pub mod rules;
+
+use crate::admission::{Attributes, MutatingPlugin, ValidatingPlugin};
+use crate::error::ApiError;
+use base64::Engine as _;
+use futures::future::BoxFuture;
+use k1s_store::Store;
+use serde_json::{json, Value};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+const PREFIX: &str = "/registry/admissionregistration.k8s.io/";
+const MUTATING: &str = "/registry/admissionregistration.k8s.io/mutatingwebhookconfigurations/";
+const VALIDATING: &str = "/registry/admissionregistration.k8s.io/validatingwebhookconfigurations/";
+
+/// One webhook of a configuration.
+#[derive(Clone, Debug)]
+struct Hook {
+    webhook: Value,
+}
+
+impl Hook {
+    fn name(&self) -> &str {
+        self.webhook.get("name").and_then(Value::as_str).unwrap_or("")
+    }
+
+    fn fails_open(&self) -> bool {
+        self.webhook.get("failurePolicy").and_then(Value::as_str) == Some("Ignore")
+    }
+
+    fn timeout(&self) -> Duration {
+        let secs = self.webhook.get("timeoutSeconds").and_then(Value::as_u64).unwrap_or(10).clamp(1, 30);
+        Duration::from_secs(secs)
+    }
+
+    /// Whether the webhook may see dry-run requests.
+    fn dry_run_safe(&self) -> bool {
+        matches!(self.webhook.get("sideEffects").and_then(Value::as_str), Some("None" | "NoneOnDryRun"))
+    }
+}
+
+/// The webhooks in force, in the order they are called.
+#[derive(Default)]
+struct Hooks {
+    mutating: Vec<Hook>,
+    validating: Vec<Hook>,
+}
+
+/// The webhook configurations, kept in step with the store.
+pub struct Webhooks {
+    store: Store,
+    hooks: RwLock<Arc<Hooks>>,
+}
+
+fn load(store: &Store, prefix: &str) -> Vec<Hook> {
+    let Ok(page) = store.list(prefix, None, 0, None) else { return Vec::new() };
+    // Keys sort by name, as upstream orders configurations.
+    page.items
+        .iter()
+        .filter_map(|kv| serde_json::from_slice::<Value>(&kv.value).ok())
+        .flat_map(|cfg| cfg.get("webhooks").and_then(Value::as_array).cloned().unwrap_or_default())
+        .map(|webhook| Hook { webhook })
+        .collect()
+}
+
+impl Webhooks {
+    pub fn new(store: Store) -> Arc<Webhooks> {
+        let w = Arc::new(Webhooks { store, hooks: RwLock::default() });
+        w.refresh();
+        w
+    }
+
+    fn refresh(&self) {
+        let hooks = Hooks { mutating: load(&self.store, MUTATING), validating: load(&self.store, VALIDATING) };
+        *self.hooks.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(hooks);
+    }
+
+    fn current(&self) -> Arc<Hooks> {
+        self.hooks.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Reloads the configurations whenever one changes, until `cancel` fires.
+    pub async fn run(self: Arc<Self>, cancel: CancellationToken) {
+        loop {
+            let mut watcher = match self.store.watch(PREFIX, 0) {
+                Ok(w) => w,
+                Err(e) => {
+                    tracing::warn!(error = %e, "watching webhook configurations failed");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            self.refresh();
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    ev = watcher.next() => match ev {
+                        Ok(_) => self.refresh(),
+                        Err(_) => break,
+                    },
+                }
+            }
+        }
+    }
+
+    /// The labels of the namespace a request is in (or of the Namespace it is about).
+    fn namespace_labels(&self, attrs: &Attributes<'_>) -> Option<Value> {
+        let ns = if attrs.resource.group.is_empty() && attrs.resource.resource == "namespaces" {
+            attrs.name
+        } else {
+            attrs.namespace?
+        };
+        let kv = self.store.get(&format!("/registry/namespaces/{ns}")).ok().flatten()?;
+        let obj: Value = serde_json::from_slice(&kv.value).ok()?;
+        obj.pointer("/metadata/labels").cloned()
+    }
+
+    /// The webhooks of `hooks` this request goes to.
+    fn matching<'h>(&self, hooks: &'h [Hook], attrs: &Attributes<'_>) -> Vec<&'h Hook> {
+        let r = attrs.resource;
+        // Webhook configurations are never subject to webhooks.
+        if r.group == "admissionregistration.k8s.io" {
+            return Vec::new();
+        }
+        let req = rules::Request {
+            operation: attrs.operation.as_str(),
+            group: r.group,
+            version: r.version,
+            resource: r.resource,
+            subresource: attrs.subresource,
+            namespaced: r.namespaced(),
+        };
+        let object = attrs.object.as_deref().or(attrs.old_object);
+        let labels = object.and_then(|o| o.pointer("/metadata/labels"));
+        let mut ns_labels: Option<Option<Value>> = None;
+        hooks
+            .iter()
+            .filter(|h| {
+                let rules = h.webhook.get("rules").and_then(Value::as_array);
+                if !rules.is_some_and(|rs| rs.iter().any(|rule| rules::rule_matches(rule, &req))) {
+                    return false;
+                }
+                if !rules::selects(h.webhook.get("objectSelector"), labels) {
+                    return false;
+                }
+                let is_namespace = r.group.is_empty() && r.resource == "namespaces";
+                if r.namespaced() || is_namespace {
+                    let l = ns_labels.get_or_insert_with(|| self.namespace_labels(attrs));
+                    return rules::selects(h.webhook.get("namespaceSelector"), l.as_ref());
+                }
+                true
+            })
+            .collect()
+    }
+
+    /// Where `hook` is reached.
+    fn target(&self, hook: &Hook) -> Result<client::Target, String> {
+        let cc = hook.webhook.get("clientConfig").ok_or("no clientConfig")?;
+        let timeout = format!("timeout={}s", hook.timeout().as_secs());
+        if let Some(url) = cc.get("url").and_then(Value::as_str) {
+            let rest = url.strip_prefix("https://").ok_or_else(|| format!("the webhook URL {url:?} is not https"))?;
+            let (authority, path) = rest.split_once('/').map_or((rest, "/".to_string()), |(a, p)| (a, format!("/{p}")));
+            let (host, port) = match authority.rsplit_once(':') {
+                Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => (h, p.parse().unwrap_or(443)),
+                _ => (authority, 443),
+            };
+            let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+            let sep = if path.contains('?') { '&' } else { '?' };
+            return Ok(client::Target {
+                connect: crate::proxy::host_port(&host, port),
+                server_name: host,
+                url: format!("{url}{sep}{timeout}"),
+                path: format!("{path}{sep}{timeout}"),
+            });
+        }
+        let svc = cc.get("service").ok_or("clientConfig needs a url or a service")?;
+        let s = |k: &str| svc.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let (name, namespace) = (s("name"), s("namespace"));
+        let port = svc.get("port").and_then(Value::as_u64).unwrap_or(443) as u16;
+        let path = svc.get("path").and_then(Value::as_str).unwrap_or("/").to_string();
+        let server_name = format!("{name}.{namespace}.svc");
+        let sep = if path.contains('?') { '&' } else { '?' };
+        Ok(client::Target {
+            connect: self.service_address(&namespace, &name, port)?,
+            url: format!("https://{server_name}:{port}{path}{sep}{timeout}"),
+            server_name,
+            path: format!("{path}{sep}{timeout}"),
+        })
+    }
+
+    /// A ready endpoint of the Service's `port`, else its ClusterIP.
+    fn service_address(&self, namespace: &str, name: &str, port: u16) -> Result<String, String> {
+        let prefix = |group: &str, resource: &str| {
+            k1s_api::resources::find(group, "v1", resource).map(|r| r.storage_prefix()).unwrap_or_default()
+        };
+        let svc: Value = self
+            .store
+            .get(&format!("{}{namespace}/{name}", prefix("", "services")))
+            .ok()
+            .flatten()
+            .and_then(|kv| serde_json::from_slice(&kv.value).ok())
+            .ok_or_else(|| format!("service \"{name}\" not found"))?;
+        let ports = svc.pointer("/spec/ports").and_then(Value::as_array).cloned().unwrap_or_default();
+        let svc_port = ports.iter().find(|p| p.get("port").and_then(Value::as_u64) == Some(u64::from(port)));
+        let port_name = svc_port.and_then(|p| p.get("name").and_then(Value::as_str)).unwrap_or("");
+        let slices = self
+            .store
+            .list(&format!("{}{namespace}/", prefix("discovery.k8s.io", "endpointslices")), None, 0, None)
+            .map(|p| p.items)
+            .unwrap_or_default();
+        for kv in slices {
+            let Ok(slice) = serde_json::from_slice::<Value>(&kv.value) else { continue };
+            if slice.pointer("/metadata/labels/kubernetes.io~1service-name").and_then(Value::as_str) != Some(name) {
+                continue;
+            }
+            let target_port = slice.get("ports").and_then(Value::as_array).and_then(|ps| {
+                ps.iter()
+                    .find(|p| p.get("name").and_then(Value::as_str).unwrap_or("") == port_name)
+                    .and_then(|p| p.get("port").and_then(Value::as_u64))
+            });
+            let Some(target_port) = target_port else { continue };
+            let ready = slice
+                .get("endpoints")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .find(|e| e.pointer("/conditions/ready").and_then(Value::as_bool) != Some(false));
+            if let Some(ip) = ready.and_then(|e| e.pointer("/addresses/0")).and_then(Value::as_str) {
+                return Ok(crate::proxy::host_port(ip, target_port as u16));
+            }
+        }
+        match svc.pointer("/spec/clusterIP").and_then(Value::as_str).filter(|ip| !ip.is_empty() && *ip != "None") {
+            Some(ip) => Ok(crate::proxy::host_port(ip, port)),
+            None => Err(format!("service \"{namespace}/{name}\" has no ready endpoints")),
+        }
+    }
+
+    /// The AdmissionReview request for `attrs`.
+    fn review(attrs: &Attributes<'_>, uid: &str) -> Value {
+        let r = attrs.resource;
+        let (kind_group, kind_version, kind) =
+            match attrs.subresource.and_then(|s| r.subresources.iter().find(|x| x.name == s)) {
+                Some(s) => (s.group, s.version, s.kind),
+                None => (r.group, r.version, r.kind),
+            };
+        let resource = json!({"group": r.group, "version": r.version, "resource": r.resource});
+        let kind = json!({"group": kind_group, "version": kind_version, "kind": kind});
+        let u = attrs.user;
+        let options_kind = match attrs.operation {
+            crate::admission::Operation::Create => "CreateOptions",
+            crate::admission::Operation::Update => "UpdateOptions",
+            crate::admission::Operation::Delete => "DeleteOptions",
+            crate::admission::Operation::Connect => "",
+        };
+        let mut request = json!({
+            "uid": uid,
+            "kind": kind,
+            "resource": resource,
+            "requestKind": kind,
+            "requestResource": resource,
+            "name": attrs.name,
+            "operation": attrs.operation.as_str(),
+            "userInfo": {"username": u.name, "uid": u.uid, "groups": u.groups, "extra": u.extra},
+            "object": attrs.object.as_deref().cloned().unwrap_or(Value::Null),
+            "oldObject": attrs.old_object.cloned().unwrap_or(Value::Null),
+            "dryRun": attrs.dry_run,
+        });
+        if let Some(sub) = attrs.subresource {
+            request["subResource"] = json!(sub);
+            request["requestSubResource"] = json!(sub);
+        }
+        if let Some(ns) = attrs.namespace {
+            request["namespace"] = json!(ns);
+        }
+        if !options_kind.is_empty() {
+            request["options"] = json!({"apiVersion": "meta.k8s.io/v1", "kind": options_kind});
+        }
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
+    }
+
+    /// Calls `hook` and gives its AdmissionResponse, or the error its failure policy decides
+    /// about (`Ok(None)`: failed, and ignored).
+    async fn call(&self, hook: &Hook, attrs: &Attributes<'_>) -> Result<Option<Value>, ApiError> {
+        if attrs.dry_run && !hook.dry_run_safe() {
+            return Err(ApiError::bad_request(format!(
+                "admission webhook \"{}\" does not support dry run",
+                hook.name()
+            )));
+        }
+        let uid = uuid::Uuid::new_v4().to_string();
+        let failed = |url: &str, why: String| -> Result<Option<Value>, ApiError> {
+            let message =
+                format!("failed calling webhook \"{}\": failed to call webhook: Post \"{url}\": {why}", hook.name());
+            if hook.fails_open() {
+                tracing::warn!(webhook = hook.name(), %message, "webhook failed; ignored (failurePolicy Ignore)");
+                return Ok(None);
+            }
+            Err(ApiError::internal(message))
+        };
+        let target = match self.target(hook) {
+            Ok(t) => t,
+            Err(why) => return failed("", why),
+        };
+        let ca = hook
+            .webhook
+            .pointer("/clientConfig/caBundle")
+            .and_then(Value::as_str)
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok());
+        let body = serde_json::to_vec(&Self::review(attrs, &uid)).unwrap_or_default();
+        let (status, reply) = match client::post(&target, ca.as_deref(), body, hook.timeout()).await {
+            Ok(x) => x,
+            Err(why) => return failed(&target.url, why),
+        };
+        if !(200..300).contains(&status) {
+            return failed(&target.url, format!("expected response.uid={uid:?}, got an HTTP {status} reply"));
+        }
+        let review: Value = match serde_json::from_slice(&reply) {
+            Ok(v) => v,
+            Err(e) => return failed(&target.url, format!("the reply is not an AdmissionReview: {e}")),
+        };
+        let response = review.get("response").cloned().unwrap_or(Value::Null);
+        if response.get("uid").and_then(Value::as_str) != Some(uid.as_str()) {
+            return failed(&target.url, format!("expected response.uid={uid:?}, got {:?}", response.get("uid")));
+        }
+        for w in response.get("warnings").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+            tracing::info!(webhook = hook.name(), warning = w, "webhook warning");
+        }
+        Ok(Some(response))
+    }
+}
+
+/// Upstream's `ToStatusErr`: a denial as the webhook's status, at least a 400.
+fn denied(hook: &Hook, response: &Value) -> ApiError {
+    let status = response.get("status");
+    let text = |k: &str| status.and_then(|s| s.get(k)).and_then(Value::as_str).unwrap_or("").to_string();
+    let by = format!("admission webhook \"{}\" denied the request", hook.name());
+    let (message, reason) = (text("message"), text("reason"));
+    let message = if !message.is_empty() {
+        format!("{by}: {message}")
+    } else if !reason.is_empty() {
+        format!("{by}: {reason}")
+    } else {
+        format!("{by} without explanation")
+    };
+    let code = status.and_then(|s| s.get("code")).and_then(Value::as_u64).unwrap_or(0).max(400) as u16;
+    ApiError::new(code, known_reason(&reason, code), message)
+}
+
+/// A Status reason as the `&'static` ApiError keeps, for the reasons Kubernetes defines.
+fn known_reason(reason: &str, code: u16) -> &'static str {
+    const KNOWN: &[&str] = &[
+        "BadRequest",
+        "Unauthorized",
+        "Forbidden",
+        "NotFound",
+        "AlreadyExists",
+        "Conflict",
+        "Gone",
+        "Invalid",
+        "ServerTimeout",
+        "Timeout",
+        "TooManyRequests",
+        "MethodNotAllowed",
+        "NotAcceptable",
+        "RequestEntityTooLarge",
+        "UnsupportedMediaType",
+        "InternalError",
+        "Expired",
+        "ServiceUnavailable",
+    ];
+    match KNOWN.iter().find(|k| **k == reason) {
+        Some(k) => k,
+        None if reason.is_empty() && code == 403 => "Forbidden",
+        None => "",
+    }
+}
+
+/// The mutating webhooks, as one plugin of the mutating chain.
+pub struct MutatingWebhooks(pub Arc<Webhooks>);
+
+/// The validating webhooks, as one plugin of the validating chain.
+pub struct ValidatingWebhooks(pub Arc<Webhooks>);
+
+impl MutatingPlugin for MutatingWebhooks {
+    fn name(&self) -> &'static str {
+        "MutatingAdmissionWebhook"
+    }
+
+    fn admit<'a>(&'a self, attrs: &'a mut Attributes<'_>) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async move {
+            let hooks = self.0.current();
+            if hooks.mutating.is_empty() {
+                return Ok(());
+            }
+            for hook in self.0.matching(&hooks.mutating, attrs) {
+                let Some(response) = self.0.call(hook, attrs).await? else { continue };
+                if response.get("allowed").and_then(Value::as_bool) != Some(true) {
+                    return Err(denied(hook, &response));
+                }
+                let Some(patch) = response.get("patch").and_then(Value::as_str) else { continue };
+                if response.get("patchType").and_then(Value::as_str).is_some_and(|t| t != "JSONPatch") {
+                    return Err(ApiError::internal(format!(
+                        "unsupported patch type {:?} from webhook \"{}\"",
+                        response["patchType"],
+                        hook.name()
+                    )));
+                }
+                let bytes = base64::engine::general_purpose::STANDARD.decode(patch).map_err(|e| {
+                    ApiError::internal(format!("webhook \"{}\" sent an invalid patch: {e}", hook.name()))
+                })?;
+                let ops: json_patch::Patch = serde_json::from_slice(&bytes).map_err(|e| {
+                    ApiError::internal(format!("webhook \"{}\" sent an invalid patch: {e}", hook.name()))
+                })?;
+                if let Some(obj) = attrs.object.as_deref_mut() {
+                    json_patch::patch(obj, &ops).map_err(|e| {
+                        ApiError::internal(format!("applying the patch of webhook \"{}\" failed: {e}", hook.name()))
+                    })?;
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+impl ValidatingPlugin for ValidatingWebhooks {
+    fn name(&self) -> &'static str {
+        "ValidatingAdmissionWebhook"
+    }
+
+    fn validate<'a>(&'a self, attrs: &'a Attributes<'_>) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async move {
+            let hooks = self.0.current();
+            if hooks.validating.is_empty() {
+                return Ok(());
+            }
+            // Upstream calls validating webhooks in parallel; one denial or failure rejects.
+            let calls = self.0.matching(&hooks.validating, attrs).into_iter().map(|hook| async move {
+                match self.0.call(hook, attrs).await? {
+                    Some(r) if r.get("allowed").and_then(Value::as_bool) != Some(true) => Err(denied(hook, &r)),
+                    _ => Ok(()),
+                }
+            });
+            futures::future::try_join_all(calls).await.map(|_| ())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn denials_read_as_upstream_words_them() {
+        let hook = Hook { webhook: json!({"name": "deny.example.com"}) };
+        let e = denied(&hook, &json!({"allowed": false, "status": {"code": 403, "message": "no"}}));
+        assert_eq!(
+            (e.code, e.reason, e.message.as_str()),
+            (403, "Forbidden", "admission webhook \"deny.example.com\" denied the request: no")
+        );
+        let e = denied(&hook, &json!({"allowed": false}));
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (400, "admission webhook \"deny.example.com\" denied the request without explanation")
+        );
+        let e = denied(&hook, &json!({"allowed": false, "status": {"code": 200, "reason": "NotAcceptable"}}));
+        assert_eq!((e.code, e.reason), (400, "NotAcceptable"));
+    }
+
+    #[test]
+    fn url_webhooks_get_the_timeout_in_their_query() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path(), k1s_store::StoreOptions::default()).expect("store");
+        let w = Webhooks::new(store);
+        let hook = Hook {
+            webhook: json!({"name": "a", "timeoutSeconds": 5, "clientConfig": {"url": "https://127.0.0.1:8443/validate"}}),
+        };
+        let t = w.target(&hook).expect("target");
+        assert_eq!(t.connect, "127.0.0.1:8443");
+        assert_eq!(t.server_name, "127.0.0.1");
+        assert_eq!(t.path, "/validate?timeout=5s");
+        assert_eq!(t.url, "https://127.0.0.1:8443/validate?timeout=5s");
+        let missing = Hook {
+            webhook: json!({"name": "b", "clientConfig": {"service": {"namespace": "default", "name": "nope"}}}),
+        };
+        assert_eq!(w.target(&missing), Err("service \"nope\" not found".to_string()));
+    }
+}
