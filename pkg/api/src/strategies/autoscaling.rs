@@ -52,8 +52,8 @@ impl Strategy for HpaV1 {
         let Some(spec) = &obj.spec else {
             return vec![FieldError::required("spec", "")];
         };
-        let mut errs = validate_replicas(spec.min_replicas, spec.max_replicas, &spec_path);
-        errs.extend(validate_target_ref(&spec.scale_target_ref.kind, &spec.scale_target_ref.name, &spec_path));
+        let target = &spec.scale_target_ref;
+        let mut errs = validate_spec(spec.min_replicas, spec.max_replicas, &target.kind, &target.name, &spec_path);
         if let Some(t) = spec.target_cpu_utilization_percentage {
             if t < 1 {
                 errs.push(FieldError::invalid(
@@ -91,8 +91,8 @@ impl Strategy for HpaV2 {
         let Some(spec) = &obj.spec else {
             return vec![FieldError::required("spec", "")];
         };
-        let mut errs = validate_replicas(spec.min_replicas, spec.max_replicas, &spec_path);
-        errs.extend(validate_target_ref(&spec.scale_target_ref.kind, &spec.scale_target_ref.name, &spec_path));
+        let target = &spec.scale_target_ref;
+        let mut errs = validate_spec(spec.min_replicas, spec.max_replicas, &target.kind, &target.name, &spec_path);
         for (i, m) in spec.metrics.iter().flatten().enumerate() {
             errs.extend(validate_metric(m, &spec_path.child("metrics").index(i)));
         }
@@ -106,6 +106,13 @@ impl Strategy for HpaV2 {
         }
         errs
     }
+}
+
+/// What both versions' specs share: the replica bounds and the target reference.
+fn validate_spec(min: Option<i32>, max: i32, kind: &str, name: &str, spec: &Path) -> Vec<FieldError> {
+    let mut errs = validate_replicas(min, max, spec);
+    errs.extend(validate_target_ref(kind, name, spec));
+    errs
 }
 
 fn validate_replicas(min: Option<i32>, max: i32, spec: &Path) -> Vec<FieldError> {

@@ -113,6 +113,25 @@ pub async fn served(client: &kube::Client) -> Result<Served, DiscoveryError> {
     Ok(out)
 }
 
+/// What discovery last found, asked again once it is 30 s old: for controllers that resolve
+/// kinds on the way (the scale of an owner, an autoscaler's target).
+#[derive(Default)]
+pub struct ServedCache(tokio::sync::Mutex<Option<(std::time::Instant, Served)>>);
+
+impl ServedCache {
+    pub async fn get(&self, client: &kube::Client) -> Result<Served, String> {
+        let mut cache = self.0.lock().await;
+        if let Some((at, s)) = cache.as_ref() {
+            if at.elapsed() < std::time::Duration::from_secs(30) {
+                return Ok(s.clone());
+            }
+        }
+        let s = served(client).await.map_err(|e| crate::core::chain(&e))?;
+        *cache = Some((std::time::Instant::now(), s.clone()));
+        Ok(s)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

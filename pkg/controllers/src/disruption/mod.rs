@@ -9,7 +9,7 @@
 
 pub mod status;
 
-use crate::core::discovery::{self, split_api_version, Served};
+use crate::core::discovery::{split_api_version, ServedCache};
 use crate::core::workqueue::{Backoff, Failures, WorkQueue};
 use crate::core::{chain, is_conflict, is_not_found};
 use crate::Context;
@@ -55,7 +55,7 @@ struct State {
     deployments: Store<Deployment>,
     controllers: Store<ReplicationController>,
     stateful_sets: Store<StatefulSet>,
-    served: tokio::sync::Mutex<Option<(std::time::Instant, Served)>>,
+    served: ServedCache,
     failures: Failures,
 }
 
@@ -70,18 +70,6 @@ impl State {
         Ok(self.pods.state_filter(|p| {
             p.metadata.namespace == ns && sel.matches(p.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()))
         }))
-    }
-
-    async fn served(&self) -> Result<Served, String> {
-        let mut cache = self.served.lock().await;
-        if let Some((at, s)) = cache.as_ref() {
-            if at.elapsed() < Duration::from_secs(30) {
-                return Ok(s.clone());
-            }
-        }
-        let s = discovery::served(&self.ctx.client).await.map_err(|e| chain(&e))?;
-        *cache = Some((std::time::Instant::now(), s.clone()));
-        Ok(s)
     }
 
     /// Upstream's finders, in order: ReplicaSet (not owned by a Deployment), Deployment through
@@ -117,7 +105,7 @@ impl State {
             let ss = self.stateful_sets.get(&key(&r.name, ns)).filter(|x| x.metadata.uid.as_deref() == Some(&r.uid));
             return Ok(ss.map(|x| (r.uid.clone(), x.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1))));
         }
-        let served = self.served().await?;
+        let served = self.served.get(&self.ctx.client).await?;
         let Some(res) = served.resolve(&r.api_version, &r.kind).cloned() else {
             return Err(format!("no matches for kind {:?} in version {:?}", r.kind, r.api_version));
         };
@@ -313,7 +301,7 @@ pub async fn run(ctx: Arc<Context>) {
         deployments: deployments.clone(),
         controllers: controllers.clone(),
         stateful_sets: stateful_sets.clone(),
-        served: tokio::sync::Mutex::new(None),
+        served: ServedCache::default(),
         failures: Failures::new(Backoff::DEFAULT),
     });
     // Pod changes reach the budgets selecting them through this channel.

@@ -114,7 +114,42 @@ fn select(r: &HPAScalingRules) -> &str {
     r.select_policy.as_deref().unwrap_or("Max")
 }
 
-/// Upstream's `calculateScaleUpLimitWithScalingRules`.
+/// The bound `r`'s policies put on a change of `current` (upstream's
+/// `calculateScaleUpLimitWithScalingRules` going `up`, `calculateScaleDownLimitWithBehaviors`
+/// going down): each policy proposes a count from the replicas at the start of its period (the
+/// current count less what the events within it changed); `Max` takes the largest change,
+/// `Min` the smallest, `Disabled` allows none.
+fn policy_limit(
+    current: i32,
+    up: &[ScaleEvent],
+    down: &[ScaleEvent],
+    r: &HPAScalingRules,
+    now: Timestamp,
+    going_up: bool,
+) -> i32 {
+    let largest_change = match select(r) {
+        "Disabled" => return current,
+        "Min" => false,
+        _ => true,
+    };
+    // The largest change is the highest count going up and the lowest going down.
+    let highest = largest_change == going_up;
+    let mut result = if highest { i32::MIN } else { i32::MAX };
+    for p in r.policies.iter().flatten() {
+        let start = current - changed_within(p.period_seconds, up, now) + changed_within(p.period_seconds, down, now);
+        let (start_f, value) = (f64::from(start), f64::from(p.value));
+        let proposed = match (p.type_.as_str(), going_up) {
+            ("Pods", true) => start + p.value,
+            ("Pods", false) => start - p.value,
+            // Rounded up going up, or a small count would never grow.
+            (_, true) => (start_f * (1.0 + value / 100.0)).ceil() as i32,
+            (_, false) => (start_f * (1.0 - value / 100.0)) as i32,
+        };
+        result = if highest { result.max(proposed) } else { result.min(proposed) };
+    }
+    result
+}
+
 pub fn scale_up_limit(
     current: i32,
     up: &[ScaleEvent],
@@ -122,25 +157,9 @@ pub fn scale_up_limit(
     r: &HPAScalingRules,
     now: Timestamp,
 ) -> i32 {
-    let pick: fn(i32, i32) -> i32 = match select(r) {
-        "Disabled" => return current,
-        "Min" => i32::min,
-        _ => i32::max,
-    };
-    let mut result = if select(r) == "Min" { i32::MAX } else { i32::MIN };
-    for p in r.policies.iter().flatten() {
-        let start = current - changed_within(p.period_seconds, up, now) + changed_within(p.period_seconds, down, now);
-        let proposed = if p.type_ == "Pods" {
-            start + p.value
-        } else {
-            (f64::from(start) * (1.0 + f64::from(p.value) / 100.0)).ceil() as i32
-        };
-        result = pick(result, proposed);
-    }
-    result
+    policy_limit(current, up, down, r, now, true)
 }
 
-/// Upstream's `calculateScaleDownLimitWithBehaviors`.
 pub fn scale_down_limit(
     current: i32,
     up: &[ScaleEvent],
@@ -148,22 +167,7 @@ pub fn scale_down_limit(
     r: &HPAScalingRules,
     now: Timestamp,
 ) -> i32 {
-    let pick: fn(i32, i32) -> i32 = match select(r) {
-        "Disabled" => return current,
-        "Min" => i32::max,
-        _ => i32::min,
-    };
-    let mut result = if select(r) == "Min" { i32::MIN } else { i32::MAX };
-    for p in r.policies.iter().flatten() {
-        let start = current - changed_within(p.period_seconds, up, now) + changed_within(p.period_seconds, down, now);
-        let proposed = if p.type_ == "Pods" {
-            start - p.value
-        } else {
-            (f64::from(start) * (1.0 - f64::from(p.value) / 100.0)) as i32
-        };
-        result = pick(result, proposed);
-    }
-    result
+    policy_limit(current, up, down, r, now, false)
 }
 
 /// The longest policy period of `r`: how long its scale events matter.

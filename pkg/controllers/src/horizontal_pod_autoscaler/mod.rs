@@ -16,7 +16,7 @@ pub mod behavior;
 pub mod replicas;
 
 use crate::core::chain;
-use crate::core::discovery::{self, Served};
+use crate::core::discovery::{self, ServedCache};
 use crate::Context;
 use behavior::{Recommendation, Rules, ScaleEvent};
 use futures::StreamExt;
@@ -62,7 +62,7 @@ struct State {
     client: kube::Client,
     recorder: Recorder,
     pods: Store<Pod>,
-    served: tokio::sync::Mutex<Option<(std::time::Instant, Served)>>,
+    served: ServedCache,
     history: Mutex<HashMap<String, History>>,
 }
 
@@ -151,18 +151,6 @@ impl State {
         self.recorder.record(&r, kind, reason, message).await;
     }
 
-    async fn served(&self) -> Result<Served, String> {
-        let mut cache = self.served.lock().await;
-        if let Some((at, s)) = cache.as_ref() {
-            if at.elapsed() < Duration::from_secs(30) {
-                return Ok(s.clone());
-            }
-        }
-        let s = discovery::served(&self.client).await.map_err(|e| chain(&e))?;
-        *cache = Some((std::time::Instant::now(), s.clone()));
-        Ok(s)
-    }
-
     /// The target's `scale` subresource, through whatever resource serves its kind.
     async fn scale(
         &self,
@@ -171,7 +159,7 @@ impl State {
         kind: &str,
         name: &str,
     ) -> Result<(Api<DynamicObject>, DynamicObject), String> {
-        let served = self.served().await?;
+        let served = self.served.get(&self.client).await?;
         let res = served.resolve(api_version, kind).cloned().ok_or_else(|| {
             format!("no matches for kind \"{kind}\" in group \"{}\"", discovery::split_api_version(api_version).0)
         })?;
@@ -630,7 +618,7 @@ pub async fn run(ctx: Arc<Context>) {
         client: ctx.client.clone(),
         recorder: Recorder::new(ctx.client.clone(), COMPONENT, None),
         pods: pods.clone(),
-        served: tokio::sync::Mutex::new(None),
+        served: ServedCache::default(),
         history: Mutex::new(HashMap::new()),
     });
     let cancel = ctx.cancel.clone();
