@@ -2,7 +2,7 @@
 //! CustomResourceDefinition is established, its resources are served in each version with
 //! their schema (pruning, defaults, validation), printer columns, status and scale
 //! subresources, watch, every patch type kubectl sends, and deleting the definition deletes
-//! them.
+//! them; `kubectl explain` reads their schemas from `/openapi/v3`.
 
 mod common;
 
@@ -38,7 +38,7 @@ spec:
             type: object
             required: [size]
             properties:
-              size: {type: integer, minimum: 1, maximum: 10}
+              size: {type: integer, minimum: 1, maximum: 10, description: How big the widget is.}
               color: {type: string, enum: [red, blue], default: red}
               replicas: {type: integer}
           status:
@@ -73,6 +73,10 @@ fn apply(s: &Server, manifest: &str) -> String {
 
 fn rv(s: &Server, what: &str) -> String {
     s.ok(&["get", what, "-o", "jsonpath={.metadata.resourceVersion}"])
+}
+
+fn raw(s: &Server, path: &str) -> Value {
+    serde_json::from_str(&s.ok(&["get", "--raw", path])).expect("JSON")
 }
 
 fn established(s: &Server) {
@@ -239,4 +243,55 @@ fn invalid_definitions_get_422_with_their_fields() {
     );
     assert!(err.contains("must have exactly one version marked as storage version"), "{err}");
     assert!(!s.kubectl(&["get", "crd", "gadgets.example.com"]).status.success(), "nothing was written");
+}
+
+#[test]
+fn kubectl_explain_reads_a_definitions_schema_from_openapi_v3() {
+    let s = Server::start();
+    apply(&s, CRD);
+    established(&s);
+    let index = raw(&s, "/openapi/v3");
+    let url = index["paths"]["apis/example.com/v1"]["serverRelativeURL"].as_str().unwrap_or_default().to_string();
+    assert!(url.starts_with("/openapi/v3/apis/example.com/v1?hash="), "{index}");
+    assert!(index["paths"]["apis/apps/v1"].is_object(), "the built-in group-versions stay listed");
+    let doc = raw(&s, &url);
+    let widget = &doc["components"]["schemas"]["com.example.v1.Widget"];
+    assert_eq!(widget["x-kubernetes-group-version-kind"][0]["kind"], "Widget", "{widget}");
+    assert_eq!(widget["properties"]["spec"]["properties"]["size"]["maximum"], 10);
+    assert!(doc["components"]["schemas"]["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"].is_object());
+    let list = &doc["components"]["schemas"]["com.example.v1.WidgetList"];
+    assert_eq!(list["x-kubernetes-group-version-kind"][0]["kind"], "WidgetList", "{list}");
+    let patch = &doc["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}"]["patch"];
+    let types: Vec<&String> =
+        patch["requestBody"]["content"].as_object().map(|c| c.keys().collect()).unwrap_or_default();
+    assert!(types.iter().any(|t| *t == "application/merge-patch+json"), "{patch}");
+    assert!(
+        !types.iter().any(|t| t.contains("strategic")),
+        "custom resources take no strategic merge patch: {types:?}"
+    );
+    assert!(doc["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}/status"]["put"].is_object());
+
+    let size = s.ok(&["explain", "widgets.spec.size"]);
+    for want in [
+        "GROUP:      example.com",
+        "KIND:       Widget",
+        "VERSION:    v1",
+        "FIELD: size <integer>",
+        "How big the widget is.",
+    ] {
+        assert!(size.contains(want), "{want:?} in {size}");
+    }
+    let spec = s.ok(&["explain", "widget.spec"]);
+    assert!(spec.contains("color\t<string>") && spec.contains("size\t<integer> -required-"), "{spec}");
+    let meta = s.ok(&["explain", "wd.metadata.labels"]);
+    assert!(meta.contains("map[string]string"), "metadata is ObjectMeta: {meta}");
+    let v1beta1 = s.ok(&["explain", "widgets", "--api-version=example.com/v1beta1"]);
+    assert!(v1beta1.contains("VERSION:    v1beta1"), "{v1beta1}");
+
+    s.ok(&["delete", "crd", "widgets.example.com"]);
+    eventually(Duration::from_secs(10), "the document to go with its definition", || {
+        raw(&s, "/openapi/v3")["paths"]["apis/example.com/v1"].is_null().then_some(())
+    });
+    let (code, _) = s.curl("GET", "/openapi/v3/apis/example.com/v1", None, None);
+    assert_eq!(code, 404);
 }

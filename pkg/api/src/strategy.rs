@@ -46,6 +46,9 @@ pub trait Strategy: Send + Sync + 'static {
     fn validate_update(&self, new: &Self::Object, _old: &Self::Object) -> Vec<FieldError> {
         self.validate(new)
     }
+    /// Adjusts the typed object's JSON encoding where serde's differs from Go's (e.g. a `f64`
+    /// field holding a whole number, which Go writes as `10` and serde as `10.0`).
+    fn encoded(&self, _obj: &mut Value) {}
 }
 
 /// A body that did not decode into the kind's type: a 400 BadRequest.
@@ -78,8 +81,10 @@ fn decode<T: DeserializeOwned>(v: &Value) -> Result<T, DecodeError> {
     T::deserialize(v).map_err(|e| DecodeError(e.to_string()))
 }
 
-fn encode<T: Serialize>(t: &T) -> Result<Value, DecodeError> {
-    serde_json::to_value(t).map_err(|e| DecodeError(e.to_string()))
+fn encode<S: Strategy>(s: &S, t: &S::Object) -> Result<Value, DecodeError> {
+    let mut v = serde_json::to_value(t).map_err(|e| DecodeError(e.to_string()))?;
+    s.encoded(&mut v);
+    Ok(v)
 }
 
 /// Decodes `v` into `T`, returning the dotted paths of every field `T` ignored.
@@ -115,7 +120,7 @@ impl<S: Strategy> DynStrategy for Typed<S> {
     fn normalize(&self, obj: Value) -> Result<Normalized, DecodeError> {
         let (mut typed, unknown_fields): (S::Object, _) = decode_reporting_unknown(&obj)?;
         self.0.set_defaults(&mut typed);
-        Ok(Normalized { object: encode(&typed)?, unknown_fields })
+        Ok(Normalized { object: encode(&self.0, &typed)?, unknown_fields })
     }
 
     fn prepare_for_create(&self, obj: &mut Value) -> Result<(), DecodeError> {
@@ -124,7 +129,7 @@ impl<S: Strategy> DynStrategy for Typed<S> {
         }
         let mut typed: S::Object = decode(obj)?;
         self.0.prepare_for_create(&mut typed);
-        *obj = encode(&typed)?;
+        *obj = encode(&self.0, &typed)?;
         Ok(())
     }
 
@@ -135,7 +140,7 @@ impl<S: Strategy> DynStrategy for Typed<S> {
         let mut typed: S::Object = decode(new)?;
         let old: S::Object = decode(old)?;
         self.0.prepare_for_update(&mut typed, &old);
-        *new = encode(&typed)?;
+        *new = encode(&self.0, &typed)?;
         Ok(())
     }
 

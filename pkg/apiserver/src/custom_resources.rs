@@ -8,6 +8,7 @@
 
 use crate::registry::{self, Registry};
 use k1s_api::custom::resource_infos;
+use k1s_api::openapi::V3Document;
 use k1s_api::resources::ResourceInfo;
 use k1s_store::Store;
 use serde_json::{json, Value};
@@ -29,9 +30,55 @@ struct Definition {
 #[derive(Default)]
 pub struct Catalog {
     by_crd: BTreeMap<String, Definition>,
+    /// `/openapi/v3/apis/<group>/<version>` of each custom group-version.
+    openapi: BTreeMap<String, V3Document>,
+    /// The `/openapi/v3` index with the custom group-versions, when there are any.
+    openapi_index: Option<Vec<u8>>,
 }
 
 impl Catalog {
+    /// The OpenAPI v3 documents of the custom group-versions and the index listing them with
+    /// the built-in ones.
+    fn build_openapi(&mut self) {
+        let mut by_gv: BTreeMap<(&str, &str), Vec<&'static ResourceInfo>> = BTreeMap::new();
+        for r in self.all() {
+            by_gv.entry((r.group, r.version)).or_default().push(r);
+        }
+        let api = k1s_api::openapi::get();
+        let openapi: BTreeMap<String, V3Document> = by_gv
+            .into_iter()
+            .map(|((group, version), infos)| {
+                (format!("apis/{group}/{version}"), api.custom_v3_document(group, version, &infos))
+            })
+            .collect();
+        self.openapi_index = (!openapi.is_empty())
+            .then(|| {
+                let mut index: Value = serde_json::from_slice(api.v3_index()).ok()?;
+                let paths = index.get_mut("paths")?.as_object_mut()?;
+                for (path, doc) in &openapi {
+                    paths.insert(
+                        path.clone(),
+                        json!({"serverRelativeURL": format!("/openapi/v3/{path}?hash={}", doc.hash)}),
+                    );
+                }
+                paths.sort_keys();
+                serde_json::to_vec(&index).ok()
+            })
+            .flatten();
+        self.openapi = openapi;
+    }
+
+    /// The `/openapi/v3` index: the built-in group-versions' and the custom ones'.
+    pub fn openapi_index(&self) -> &[u8] {
+        self.openapi_index.as_deref().unwrap_or_else(|| k1s_api::openapi::get().v3_index())
+    }
+
+    /// The document at `/openapi/v3/<path>`, built-in or custom.
+    pub fn openapi_document(&self, path: &str) -> Option<&V3Document> {
+        let path = path.trim_matches('/');
+        k1s_api::openapi::get().v3_document(path).or_else(|| self.openapi.get(path))
+    }
+
     pub fn find(&self, group: &str, version: &str, resource: &str) -> Option<&'static ResourceInfo> {
         self.all().find(|r| r.group == group && r.version == version && r.resource == resource)
     }
@@ -89,6 +136,7 @@ impl CustomResources {
                 Err(e) => tracing::warn!(error = %e, "a CustomResourceDefinition cannot be served"),
             }
         }
+        next.build_openapi();
         *self.catalog.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
     }
 }

@@ -291,13 +291,14 @@ fn non_resource(state: &State, method: &Method, path: &str, query: &Query, heade
             }
         }
         "/openapi/v3" | "/openapi/v3/" => {
-            let mut r = Response::new(full(k1s_api::openapi::get().v3_index().to_vec()));
+            let mut r = Response::new(full(state.registry.custom.current().openapi_index().to_vec()));
             r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
             r
         }
         p if p.starts_with("/openapi/v3/") => {
             let doc_path = &p["/openapi/v3/".len()..];
-            let Some(doc) = k1s_api::openapi::get().v3_document(doc_path) else {
+            let catalog = state.registry.custom.current();
+            let Some(doc) = catalog.openapi_document(doc_path) else {
                 return error_response(&ApiError::not_found_path());
             };
             if let Some(h) = query.get("hash") {

@@ -15,7 +15,7 @@ mod paths;
 mod registry;
 mod render;
 
-use crate::resources;
+use crate::resources::{self, ResourceInfo};
 use crate::strategic::SchemaLookup;
 use registry::Registry;
 use serde_json::{json, Map, Value};
@@ -103,6 +103,58 @@ impl OpenApi {
         self.v3().documents.get(path.trim_matches('/'))
     }
 
+    /// The `/openapi/v3/apis/<group>/<version>` document of a custom group-version: `resources`
+    /// are its served custom resources, whose kinds are described by their
+    /// [`object_schema`](crate::custom::CustomInfo::object_schema)s as upstream's CRD OpenAPI
+    /// builder describes them (`apiVersion`, `kind` and `metadata` with their descriptions, the
+    /// `x-kubernetes-group-version-kind` of the kind and of its list).
+    pub fn custom_v3_document(&self, group: &str, version: &str, resources: &[&ResourceInfo]) -> V3Document {
+        let mut extra = BTreeMap::new();
+        for r in resources {
+            let Some(custom) = &r.custom else { continue };
+            let mut kind = self.custom_kind_schema(&custom.object_schema);
+            if let Value::Object(def) = &mut kind {
+                def.insert(
+                    "x-kubernetes-group-version-kind".into(),
+                    json!([registry::Gvk::new(group, version, r.kind).to_value()]),
+                );
+            }
+            registry::wrap_refs(&mut kind);
+            kind.sort_all_objects();
+            if r.verbs.contains(&"list") {
+                let mut list = registry::list_schema(r, Some(&kind));
+                if let Value::Object(def) = &mut list {
+                    def.insert(
+                        "x-kubernetes-group-version-kind".into(),
+                        json!([registry::Gvk::new(group, version, &r.list_kind).to_value()]),
+                    );
+                }
+                list.sort_all_objects();
+                extra.insert(format!("{}List", r.schema_name), list);
+            }
+            extra.insert(r.schema_name.clone(), kind);
+        }
+        let items = paths::custom_group_version(&self.registry, group, version, resources);
+        let json = render::v3_document(&self.registry, &extra, &items);
+        let hash = sha512_hex(&json);
+        V3Document { json, hash }
+    }
+
+    /// A custom kind's schema with `apiVersion`, `kind` and `metadata` described as every
+    /// built-in kind describes them.
+    fn custom_kind_schema(&self, object_schema: &Value) -> Value {
+        let mut kind = object_schema.clone();
+        let described = self.schema("io.k8s.api.core.v1.ConfigMap").and_then(|s| s.get("properties"));
+        if let (Some(props), Some(described)) = (kind.get_mut("properties").and_then(Value::as_object_mut), described) {
+            for field in ["apiVersion", "kind", "metadata"] {
+                if let Some(d) = described.get(field) {
+                    props.insert(field.into(), d.clone());
+                }
+            }
+        }
+        kind
+    }
+
     /// The swagger 2.0 document, JSON.
     pub fn v2_json(&self) -> &[u8] {
         &self.v2().json
@@ -144,7 +196,7 @@ impl OpenApi {
         let mut documents = BTreeMap::new();
         let mut index = Map::new();
         for (path, items) in self.v3_path_items() {
-            let json = render::v3_document(&self.registry, &items);
+            let json = render::v3_document(&self.registry, &BTreeMap::new(), &items);
             let hash = sha512_hex(&json);
             index.insert(path.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{path}?hash={hash}")}));
             documents.insert(path, V3Document { json, hash });
@@ -300,21 +352,54 @@ mod tests {
         assert_eq!(api.resolve(&plain), &plain);
     }
 
+    fn check(value: &Value, schemas: &Map<String, Value>, doc: &str) {
+        match value {
+            Value::Object(map) => {
+                if let Some(Value::String(r)) = map.get("$ref") {
+                    let name = r.strip_prefix("#/components/schemas/").expect("v3 ref");
+                    assert!(schemas.contains_key(name), "{doc}: dangling {r}");
+                }
+                map.values().for_each(|v| check(v, schemas, doc));
+            }
+            Value::Array(items) => items.iter().for_each(|v| check(v, schemas, doc)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn a_custom_group_version_document_describes_its_kinds_with_every_reference_resolved() {
+        let crd = json!({"metadata": {"name": "widgets.example.com"}, "spec": {
+            "group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"size": {"type": "integer", "description": "How big."}}}}}}}]}});
+        let infos = crate::custom::resource_infos(&crd).expect("served");
+        let refs: Vec<&ResourceInfo> = infos.iter().collect();
+        let doc = get().custom_v3_document("example.com", "v1", &refs);
+        let v: Value = serde_json::from_slice(&doc.json).expect("JSON");
+        let schemas = v["components"]["schemas"].as_object().expect("schemas");
+        check(&v, schemas, "apis/example.com/v1");
+        let widget = &schemas["com.example.v1.Widget"];
+        assert_eq!(
+            widget["x-kubernetes-group-version-kind"],
+            json!([{"group": "example.com", "kind": "Widget", "version": "v1"}])
+        );
+        assert_eq!(widget["properties"]["spec"]["properties"]["size"]["description"], "How big.");
+        assert!(widget["properties"]["metadata"]["description"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("Standard object's metadata")));
+        assert_eq!(schemas["com.example.v1.WidgetList"]["x-kubernetes-group-version-kind"][0]["kind"], "WidgetList");
+        let status = &v["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}/status"];
+        assert_eq!(
+            status["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/com.example.v1.Widget"
+        );
+        assert_eq!(doc.hash, sha512_hex(&doc.json));
+    }
+
     #[test]
     fn every_reference_in_every_document_resolves() {
-        fn check(value: &Value, schemas: &Map<String, Value>, doc: &str) {
-            match value {
-                Value::Object(map) => {
-                    if let Some(Value::String(r)) = map.get("$ref") {
-                        let name = r.strip_prefix("#/components/schemas/").expect("v3 ref");
-                        assert!(schemas.contains_key(name), "{doc}: dangling {r}");
-                    }
-                    map.values().for_each(|v| check(v, schemas, doc));
-                }
-                Value::Array(items) => items.iter().for_each(|v| check(v, schemas, doc)),
-                _ => {}
-            }
-        }
         let index: Value = serde_json::from_slice(get().v3_index()).expect("index");
         for path in index["paths"].as_object().expect("paths").keys() {
             let doc = v3(path);

@@ -87,14 +87,18 @@ pub(super) const PATCH_TYPES: &[&str] = &[
     "application/apply-patch+yaml",
 ];
 
+/// What custom resources accept: no strategic merge patch (they have no patch strategies).
+pub(super) const CUSTOM_PATCH_TYPES: &[&str] =
+    &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"];
+
 /// A request body.
 #[derive(Clone, Debug)]
 pub(super) struct Body {
     /// Definition name.
     pub schema: String,
     pub required: bool,
-    /// Accepts the patch media types instead of `*/*`.
-    pub patch: bool,
+    /// The patch media types it accepts, for a patch body; `*/*` otherwise.
+    pub patch: Option<&'static [&'static str]>,
 }
 
 /// One HTTP operation.
@@ -284,6 +288,9 @@ struct GroupVersion<'a> {
     id_infix: String,
     tag: String,
     prefix: String,
+    patch_types: &'static [&'static str],
+    /// Custom resources: a subresource of the resource's own kind is that kind's schema.
+    custom: bool,
 }
 
 impl<'a> GroupVersion<'a> {
@@ -294,6 +301,8 @@ impl<'a> GroupVersion<'a> {
             id_infix: format!("{}{}", upper_first(&camel), upper_first(version)),
             tag: format!("{camel}_{version}"),
             prefix: prefix(group, version),
+            patch_types: PATCH_TYPES,
+            custom: false,
         }
     }
 
@@ -393,7 +402,7 @@ impl<'a> GroupVersion<'a> {
                 "post",
                 &gvk,
                 write_params(false),
-                Some(Body { schema: schema.clone(), required: true, patch: false }),
+                Some(Body { schema: schema.clone(), required: true, patch: None }),
                 created,
                 Some(schema.clone()),
                 Media::Object,
@@ -407,7 +416,7 @@ impl<'a> GroupVersion<'a> {
                 "deletecollection",
                 &gvk,
                 delete_collection_params(),
-                Some(Body { schema: format!("{META}DeleteOptions"), required: false, patch: false }),
+                Some(Body { schema: format!("{META}DeleteOptions"), required: false, patch: None }),
                 &[(200, "OK")],
                 Some(format!("{META}Status")),
                 Media::Object,
@@ -440,7 +449,7 @@ impl<'a> GroupVersion<'a> {
                 "put",
                 &gvk,
                 write_params(false),
-                Some(Body { schema: schema.clone(), required: true, patch: false }),
+                Some(Body { schema: schema.clone(), required: true, patch: None }),
                 replaced,
                 Some(schema.clone()),
                 Media::Object,
@@ -454,7 +463,7 @@ impl<'a> GroupVersion<'a> {
                 "patch",
                 &gvk,
                 write_params(true),
-                Some(Body { schema: format!("{META}Patch"), required: true, patch: true }),
+                Some(Body { schema: format!("{META}Patch"), required: true, patch: Some(self.patch_types) }),
                 replaced,
                 Some(schema.clone()),
                 Media::Object,
@@ -469,7 +478,7 @@ impl<'a> GroupVersion<'a> {
                 "delete",
                 &gvk,
                 delete_params(),
-                Some(Body { schema: format!("{META}DeleteOptions"), required: false, patch: false }),
+                Some(Body { schema: format!("{META}DeleteOptions"), required: false, patch: None }),
                 &[(200, "OK"), (202, "Accepted")],
                 Some(deleted),
                 Media::Object,
@@ -575,7 +584,11 @@ impl<'a> GroupVersion<'a> {
         let gi = &self.id_infix;
         let sub = upper_first(s.name);
         let gvk = Gvk::new(s.group, s.version, s.kind);
-        let schema = self.registry.name_of(s.group, s.version, s.kind).map(str::to_string);
+        let own_kind = s.group == r.group && s.version == r.version && s.kind == r.kind;
+        let schema = match self.registry.name_of(s.group, s.version, s.kind) {
+            None if self.custom && own_kind => Some(r.schema_name.clone()),
+            found => found.map(str::to_string),
+        };
         let path = format!("{item}/{}", s.name);
         let item_params = |name_kind: &str| {
             let mut p = vec![name_of(name_kind)];
@@ -615,7 +628,7 @@ impl<'a> GroupVersion<'a> {
                     "post",
                     &gvk,
                     write_params(false),
-                    Some(Body { schema: schema.clone(), required: true, patch: false }),
+                    Some(Body { schema: schema.clone(), required: true, patch: None }),
                     &[(200, "OK"), (201, "Created"), (202, "Accepted")],
                     Some(schema),
                     Media::Object,
@@ -647,7 +660,7 @@ impl<'a> GroupVersion<'a> {
                         "put",
                         &gvk,
                         write_params(false),
-                        Some(Body { schema: schema.clone(), required: true, patch: false }),
+                        Some(Body { schema: schema.clone(), required: true, patch: None }),
                         &[(200, "OK"), (201, "Created")],
                         Some(schema.clone()),
                         Media::Object,
@@ -661,7 +674,7 @@ impl<'a> GroupVersion<'a> {
                         "patch",
                         &gvk,
                         write_params(true),
-                        Some(Body { schema: format!("{META}Patch"), required: true, patch: true }),
+                        Some(Body { schema: format!("{META}Patch"), required: true, patch: Some(self.patch_types) }),
                         &[(200, "OK"), (201, "Created")],
                         Some(schema.clone()),
                         Media::Object,
@@ -788,6 +801,23 @@ pub(super) fn group_version(registry: &Registry, group: &str, version: &str) -> 
     let gv = GroupVersion::new(registry, group, version);
     let mut out = vec![gv.discovery()];
     for r in resources::all().iter().filter(|r| r.group == group && r.version == version) {
+        gv.resource(r, &mut out);
+    }
+    out
+}
+
+/// The operations of a custom group-version: `resources` are its served custom resources.
+pub(super) fn custom_group_version(
+    registry: &Registry,
+    group: &str,
+    version: &str,
+    resources: &[&ResourceInfo],
+) -> Vec<PathItem> {
+    let mut gv = GroupVersion::new(registry, group, version);
+    gv.patch_types = CUSTOM_PATCH_TYPES;
+    gv.custom = true;
+    let mut out = vec![gv.discovery()];
+    for r in resources {
         gv.resource(r, &mut out);
     }
     out

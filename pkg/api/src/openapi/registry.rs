@@ -161,7 +161,7 @@ fn unrequire_metadata(def: &mut Map<String, Value>) {
 }
 
 /// The `<Kind>List` schema upstream generates for a listable kind.
-fn list_schema(r: &ResourceInfo, item: Option<&Value>) -> Value {
+pub(super) fn list_schema(r: &ResourceInfo, item: Option<&Value>) -> Value {
     let type_meta = |field: &str| {
         item.and_then(|i| i.pointer(&format!("/properties/{field}")))
             .cloned()

@@ -1,7 +1,7 @@
 //! Turns the operation model into OpenAPI v3 documents (one per group-version, like upstream's
 //! `api/openapi-spec/v3/*.json`) and the swagger 2.0 document (`api/openapi-spec/swagger.json`).
 
-use super::paths::{Operation, Param, PathItem, PATCH_TYPES};
+use super::paths::{Body, Operation, Param, PathItem};
 use super::registry::{Registry, V3_REF_PREFIX};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -46,7 +46,7 @@ fn v3_operation(op: &Operation) -> Value {
         out.insert("parameters".into(), op.params.iter().map(v3_param).collect());
     }
     if let Some(body) = &op.body {
-        let types: &[&str] = if body.patch { PATCH_TYPES } else { &["*/*"] };
+        let types: &[&str] = body.patch.unwrap_or(&["*/*"]);
         let content: Map<String, Value> =
             types.iter().map(|t| (t.to_string(), json!({"schema": v3_ref(&body.schema)}))).collect();
         let mut request = json!({"content": content});
@@ -92,8 +92,9 @@ fn v3_paths(items: &[PathItem]) -> Map<String, Value> {
     out
 }
 
-/// Collects every definition name reachable from `value` through v3 `$ref`s.
-fn closure(registry: &Registry, value: &Value) -> BTreeSet<String> {
+/// Collects every definition name reachable from `value` through v3 `$ref`s, looking names up
+/// in `extra` (a document's own schemas) before the registry.
+fn closure(registry: &Registry, extra: &BTreeMap<String, Value>, value: &Value) -> BTreeSet<String> {
     fn refs<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
         match value {
             Value::Object(map) => {
@@ -113,7 +114,7 @@ fn closure(registry: &Registry, value: &Value) -> BTreeSet<String> {
     refs(value, &mut pending);
     while let Some(name) = pending.pop() {
         if seen.insert(name.to_string()) {
-            if let Some(schema) = registry.schemas.get(name) {
+            if let Some(schema) = extra.get(name).or_else(|| registry.schemas.get(name)) {
                 refs(schema, &mut pending);
             }
         }
@@ -123,7 +124,9 @@ fn closure(registry: &Registry, value: &Value) -> BTreeSet<String> {
 
 /// A v3 document holding `items` and every schema they reference, as compact JSON with sorted
 /// keys (the registry's schemas are sorted once, at build time; they are serialized by reference).
-pub(super) fn v3_document(registry: &Registry, items: &[PathItem]) -> Vec<u8> {
+/// `extra` holds schemas of the document's own that the registry does not (custom resources'),
+/// keys sorted.
+pub(super) fn v3_document(registry: &Registry, extra: &BTreeMap<String, Value>, items: &[PathItem]) -> Vec<u8> {
     #[derive(serde::Serialize)]
     struct Components<'a> {
         schemas: BTreeMap<&'a str, &'a Value>,
@@ -139,9 +142,11 @@ pub(super) fn v3_document(registry: &Registry, items: &[PathItem]) -> Vec<u8> {
     }
     let mut paths = Value::Object(v3_paths(items));
     paths.sort_all_objects();
-    let schemas = closure(registry, &paths)
+    let schemas = closure(registry, extra, &paths)
         .into_iter()
-        .filter_map(|name| registry.schemas.get_key_value(&name).map(|(k, v)| (k.as_str(), v)))
+        .filter_map(|name| {
+            extra.get_key_value(&name).or_else(|| registry.schemas.get_key_value(&name)).map(|(k, v)| (k.as_str(), v))
+        })
         .collect();
     let doc = Document {
         components: Components { schemas, security_schemes: bearer_token() },
@@ -230,7 +235,7 @@ fn v2_param(p: &Param) -> Value {
 fn v2_operation(op: &Operation) -> Value {
     let mut out = Map::new();
     let consumes: Vec<&str> = match &op.body {
-        Some(body) if body.patch => PATCH_TYPES.to_vec(),
+        Some(Body { patch: Some(types), .. }) => types.to_vec(),
         _ => vec!["*/*"],
     };
     out.insert("consumes".into(), consumes.into());
@@ -317,7 +322,8 @@ mod tests {
     #[test]
     fn v3_document_holds_the_closure_of_referenced_schemas() {
         let registry = Registry::build();
-        let json = v3_document(&registry, &paths::group_version(&registry, "coordination.k8s.io", "v1"));
+        let json =
+            v3_document(&registry, &BTreeMap::new(), &paths::group_version(&registry, "coordination.k8s.io", "v1"));
         let doc: Value = serde_json::from_slice(&json).expect("JSON");
         let schemas = doc["components"]["schemas"].as_object().expect("schemas");
         for name in [

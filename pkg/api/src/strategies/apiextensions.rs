@@ -21,6 +21,26 @@ fn kind_errors(kind: &str) -> Vec<String> {
     formats::dns1035_label(&kind.to_lowercase())
 }
 
+/// Writes the schemas' whole `maximum`, `minimum` and `multipleOf` numbers as integers.
+fn whole_numbers(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, v) in m.iter_mut() {
+                match v {
+                    serde_json::Value::Number(n) if matches!(k.as_str(), "maximum" | "minimum" | "multipleOf") => {
+                        if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15) {
+                            *v = serde_json::Value::from(f as i64);
+                        }
+                    }
+                    _ => whole_numbers(v),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(whole_numbers),
+        _ => {}
+    }
+}
+
 impl Strategy for CrdStrategy {
     type Object = CustomResourceDefinition;
 
@@ -41,6 +61,11 @@ impl Strategy for CrdStrategy {
 
     fn prepare_for_create(&self, crd: &mut CustomResourceDefinition) {
         crd.status = None;
+    }
+
+    /// `maximum`, `minimum` and `multipleOf` are `float64`s: Go writes a whole one as `10`.
+    fn encoded(&self, crd: &mut serde_json::Value) {
+        whole_numbers(crd);
     }
 
     fn validate(&self, crd: &CustomResourceDefinition) -> Vec<FieldError> {
@@ -156,6 +181,20 @@ mod tests {
                "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
                         "versions": [{"name": "v1", "served": true, "storage": true,
                                       "schema": {"openAPIV3Schema": {"type": "object"}}}]}})
+    }
+
+    #[test]
+    fn whole_bounds_are_written_as_go_writes_them() {
+        let mut v = good();
+        v["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({"type": "object", "properties": {
+            "size": {"type": "integer", "maximum": 10, "minimum": 1.5, "multipleOf": 2},
+            "maximum": {"type": "number", "default": 3.0}}});
+        let normalized = Typed(CrdStrategy).normalize(v).expect("normalizes").object;
+        let props = &normalized["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"];
+        assert_eq!(serde_json::to_string(&props["size"]["maximum"]).ok().as_deref(), Some("10"));
+        assert_eq!(serde_json::to_string(&props["size"]["multipleOf"]).ok().as_deref(), Some("2"));
+        assert_eq!(props["size"]["minimum"], 1.5);
+        assert_eq!(props["maximum"]["type"], "number", "a property named maximum is a schema");
     }
 
     #[test]
