@@ -28,7 +28,8 @@ struct Hooks {
     _dir: tempfile::TempDir,
 }
 
-/// The answer to one review: `/validate` refuses ConfigMaps labelled `deny=true`, `/mutate`
+/// The answer to one review: `/validate` refuses ConfigMaps labelled `deny=true` (and warns
+/// about those labelled `warn=true`), `/mutate`
 /// labels them `mutated=yes`, `/slow` answers after 3 s.
 async fn answer(path: &str, review: &Value) -> Value {
     let req = &review["request"];
@@ -37,6 +38,9 @@ async fn answer(path: &str, review: &Value) -> Value {
     let response = match path {
         "/validate" if labels["deny"] == "true" => {
             json!({"uid": uid, "allowed": false, "status": {"code": 403, "message": "label deny=true is not allowed"}})
+        }
+        "/validate" if labels["warn"] == "true" => {
+            json!({"uid": uid, "allowed": true, "warnings": ["label warn=true is deprecated", "use \"caution\" — instead"]})
         }
         "/mutate" => {
             let op = if labels.is_object() {
@@ -175,6 +179,16 @@ fn validating_webhooks_by_url_deny_and_their_failure_policy_decides_on_errors() 
         stderr(&out)
     );
     assert!(!s.kubectl(&["get", "configmap", "denied"]).status.success(), "nothing was written");
+    // A webhook's warnings reach the client as Warning headers, which kubectl prints.
+    let warned = s.kubectl_stdin(
+        &["create", "-f", "-"],
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "warned", "labels": {"warn": "true"}}})
+            .to_string(),
+    );
+    assert!(warned.status.success(), "{}", stderr(&warned));
+    for want in ["Warning: label warn=true is deprecated", "Warning: use \"caution\" — instead"] {
+        assert!(stderr(&warned).contains(want), "{want:?} in {}", stderr(&warned));
+    }
     let (code, status) = s.curl(
         "POST",
         "/api/v1/namespaces/default/configmaps",

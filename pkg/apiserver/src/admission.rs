@@ -37,6 +37,20 @@ pub struct Attributes<'a> {
     pub object: Option<&'a mut Value>,
     pub old_object: Option<&'a Value>,
     pub dry_run: bool,
+    /// Warnings for the client (webhooks' `warnings`), sent back as `Warning` headers.
+    pub warnings: std::sync::Mutex<Vec<String>>,
+}
+
+impl Attributes<'_> {
+    /// Adds a warning for the client.
+    pub fn warn(&self, warning: &str) {
+        self.warnings.lock().unwrap_or_else(|p| p.into_inner()).push(warning.to_string());
+    }
+
+    /// The warnings added, leaving none.
+    pub fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut *self.warnings.lock().unwrap_or_else(|p| p.into_inner()))
+    }
 }
 
 pub trait MutatingPlugin: Send + Sync {

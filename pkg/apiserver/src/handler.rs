@@ -456,7 +456,8 @@ fn default_field_manager(headers: &HeaderMap) -> String {
 fn with_warnings(mut r: Response<Body>, warnings: &[String]) -> Response<Body> {
     for w in warnings {
         let v = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
-        if let Ok(v) = HeaderValue::from_str(&v) {
+        // Bytes, not str: a warning may be UTF-8 (obs-text in a header), as upstream sends it.
+        if let Ok(v) = HeaderValue::from_bytes(v.as_bytes()) {
             r.headers_mut().append(header::WARNING, v);
         }
     }

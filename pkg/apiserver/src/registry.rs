@@ -613,8 +613,11 @@ impl Registry {
             object: Some(obj),
             old_object: None,
             dry_run: ctx.dry_run,
+            warnings: Default::default(),
         };
-        self.admission.admit(&mut attrs).await?;
+        let admitted = self.admission.admit(&mut attrs).await;
+        ctx.warnings.extend(attrs.take_warnings());
+        admitted?;
         info.strategy.prepare_for_create(obj).map_err(|e| ApiError::bad_request(e.0))?;
         self.validate(ctx, obj, None)?;
         let name = object::name(obj).to_string();
@@ -632,7 +635,7 @@ impl Registry {
 
     async fn validate_admission(
         &self,
-        ctx: &Ctx<'_>,
+        ctx: &mut Ctx<'_>,
         op: Operation,
         name: &str,
         namespace: Option<&str>,
@@ -649,8 +652,11 @@ impl Registry {
             object: obj,
             old_object: old,
             dry_run: ctx.dry_run,
+            warnings: Default::default(),
         };
-        self.admission.validate(&attrs).await
+        let validated = self.admission.validate(&attrs).await;
+        ctx.warnings.extend(attrs.take_warnings());
+        validated
     }
 
     /// Carries server-owned fields from `old` into `new` and applies the subresource split.
@@ -748,8 +754,11 @@ impl Registry {
             object: Some(&mut new),
             old_object: Some(old),
             dry_run: ctx.dry_run,
+            warnings: Default::default(),
         };
-        self.admission.admit(&mut attrs).await?;
+        let admitted = self.admission.admit(&mut attrs).await;
+        ctx.warnings.extend(attrs.take_warnings());
+        admitted?;
         if ctx.subresource.is_none() {
             info.strategy.prepare_for_update(&mut new, old).map_err(|e| ApiError::bad_request(e.0))?;
         }

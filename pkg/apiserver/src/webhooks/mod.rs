@@ -12,7 +12,7 @@
 //! configurations themselves are never sent to webhooks, so a broken webhook cannot lock them.
 //!
 //! Not evaluated: `matchConditions` (CEL), `matchPolicy: Equivalent` (a rule matches the
-//! version it names), `reinvocationPolicy: IfNeeded`; warnings in replies are logged only.
+//! version it names), `reinvocationPolicy: IfNeeded`.
 
 pub mod client;
 pub mod rules;
@@ -341,7 +341,8 @@ impl Webhooks {
             return failed(&target.url, format!("expected response.uid={uid:?}, got {:?}", response.get("uid")));
         }
         for w in response.get("warnings").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
-            tracing::info!(webhook = hook.name(), warning = w, "webhook warning");
+            tracing::debug!(webhook = hook.name(), warning = w, "webhook warning");
+            attrs.warn(w);
         }
         Ok(Some(response))
     }
