@@ -1,5 +1,6 @@
 //! End to end with stock kubectl and real containerd: Deployments roll out, roll back and
-//! scale; deletion cascades; namespaces empty; Jobs complete; unschedulable pods wait (issue 4).
+//! scale; deletion cascades; namespaces empty; Jobs complete; unschedulable pods wait (issue 4);
+//! claims get local-path volumes that outlive their pods.
 
 #[path = "../cmd/k1s/tests/common/mod.rs"]
 mod common;
@@ -306,4 +307,44 @@ spec:
     assert_eq!(hpa_condition(&hpa, "ScalingLimited").0, "True", "{hpa}");
     let described = s.ok(&["describe", "hpa", "idle"]);
     assert!(described.contains("SuccessfulRescale") && described.contains("ScalingActive"), "{described}");
+}
+
+fn volume_pod(name: &str, command: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  restartPolicy: Never\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: {IMAGE}\n    command: [\"sh\", \"-c\", \"{command}\"]\n    volumeMounts: [{{name: data, mountPath: /data}}]\n  volumes:\n  - name: data\n    persistentVolumeClaim: {{claimName: data}}\n"
+    )
+}
+
+#[test]
+fn persistent_volume_claims_get_local_path_volumes_that_outlive_their_pods() {
+    let s = Server::start_node();
+    let claim = "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data}\nspec:\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 64Mi}}\n";
+    s.ok_stdin(&["apply", "-f", "-"], claim);
+    assert_eq!(s.ok(&["get", "pvc", "data", "-o", "jsonpath={.spec.storageClassName}"]), "local-path");
+    // The class waits for the first consumer: no volume yet.
+    assert_eq!(s.ok(&["get", "pvc", "data", "-o", "jsonpath={.status.phase}"]), "Pending");
+    s.ok_stdin(&["apply", "-f", "-"], &volume_pod("writer", "echo hello > /data/greeting"));
+    s.ok(&["wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/writer", "--timeout=180s"]);
+    let pvc = s.json(&["get", "pvc", "data"]);
+    assert_eq!(pvc["status"]["phase"], "Bound", "{pvc}");
+    let node = s.ok(&["get", "pod", "writer", "-o", "jsonpath={.spec.nodeName}"]);
+    assert_eq!(pvc["metadata"]["annotations"]["volume.kubernetes.io/selected-node"], node.as_str());
+    let pv_name = pvc["spec"]["volumeName"].as_str().unwrap_or_default().to_string();
+    let pv = s.json(&["get", "pv", &pv_name]);
+    assert_eq!(pv["spec"]["claimRef"]["name"], "data");
+    assert_eq!(pv["spec"]["storageClassName"], "local-path");
+    assert_eq!(pv["status"]["phase"], "Bound");
+    let dir = std::path::PathBuf::from(pv["spec"]["hostPath"]["path"].as_str().unwrap_or_default());
+    assert!(dir.starts_with(s.data_dir().join("storage")), "{}", dir.display());
+    assert_eq!(std::fs::read_to_string(dir.join("greeting")).ok().as_deref(), Some("hello\n"), "written on the host");
+    // Another pod finds what the first wrote.
+    s.ok_stdin(&["apply", "-f", "-"], &volume_pod("reader", "cat /data/greeting"));
+    s.ok(&["wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/reader", "--timeout=180s"]);
+    assert_eq!(s.ok(&["logs", "reader"]).trim(), "hello");
+    // Deleting the claim deletes its volume and the data (reclaim policy Delete).
+    s.ok(&["delete", "pod", "writer", "reader"]);
+    s.ok(&["delete", "pvc", "data"]);
+    eventually(Duration::from_secs(60), "the volume and its directory to go", || {
+        (!s.kubectl(&["get", "pv", &pv_name]).status.success() && !dir.exists()).then_some(())
+    });
 }

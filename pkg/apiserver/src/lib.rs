@@ -27,6 +27,7 @@ pub mod request;
 mod server;
 pub mod service_alloc;
 pub mod serviceaccount;
+mod storage_admission;
 mod subresources;
 mod table;
 mod virtual_resources;
@@ -101,6 +102,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
             Box::new(serviceaccount::admission::ServiceAccountAdmission { objects: objects.clone() }),
             Box::new(pod_admission::DefaultTolerationSeconds),
             Box::new(pod_admission::Priority { store: config.store.clone() }),
+            Box::new(storage_admission::DefaultStorageClass { store: config.store.clone() }),
             Box::new(webhooks::MutatingWebhooks(hooks.clone())),
         ],
         validating: vec![
@@ -243,6 +245,9 @@ async fn refresh_endpoints(registry: &Registry, endpoint_ip: std::net::IpAddr, p
     }
 }
 
+/// The provisioner of the default `local-path` StorageClass (the kubelet's).
+pub const LOCAL_PATH_PROVISIONER: &str = "k1s.io/local-path";
+
 async fn bootstrap(registry: &Registry) {
     rbac::bootstrap(registry).await;
     let Some(ns) = k1s_api::resources::find("", "v1", "namespaces") else { return };
@@ -250,6 +255,18 @@ async fn bootstrap(registry: &Registry) {
         let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
         if let Err(e) = registry.ensure(ns, obj).await {
             tracing::error!(namespace = name, error = %e, "creating default namespace failed");
+        }
+    }
+    // k3s's default class, under its name (manifests written for k3s name it): volumes made on
+    // the node that first uses them, by the kubelet's local-path provisioner.
+    if let Some(sc) = k1s_api::resources::find("storage.k8s.io", "v1", "storageclasses") {
+        let obj = json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                         "metadata": {"name": "local-path",
+                                      "annotations": {storage_admission::IS_DEFAULT_CLASS: "true"}},
+                         "provisioner": LOCAL_PATH_PROVISIONER, "reclaimPolicy": "Delete",
+                         "volumeBindingMode": "WaitForFirstConsumer"});
+        if let Err(e) = registry.ensure(sc, obj).await {
+            tracing::error!(error = %e, "creating the local-path storage class failed");
         }
     }
     if let Some(pc) = k1s_api::resources::find("scheduling.k8s.io", "v1", "priorityclasses") {

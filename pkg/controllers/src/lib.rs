@@ -18,6 +18,7 @@ pub mod horizontal_pod_autoscaler;
 pub mod job;
 pub mod namespace;
 pub mod node_lifecycle;
+pub mod persistent_volume;
 pub mod replicaset;
 pub mod service_account;
 pub mod statefulset;
@@ -50,6 +51,7 @@ pub async fn run(ctx: Arc<Context>, disabled: &[String]) {
         ("nodelifecycle", |c| Box::pin(node_lifecycle::run(c))),
         ("disruption", |c| Box::pin(disruption::run(c))),
         ("clusterrole-aggregation", |c| Box::pin(clusterrole_aggregation::run(c))),
+        ("persistentvolume-binder", |c| Box::pin(persistent_volume::run(c))),
     ];
     let mut tasks = Vec::new();
     for (name, start) in all {

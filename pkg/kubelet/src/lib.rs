@@ -9,6 +9,7 @@ pub mod cni;
 pub mod containerd;
 pub mod host;
 pub mod images;
+pub mod local_path;
 pub mod logs;
 pub mod node;
 pub mod pods;
@@ -33,6 +34,8 @@ pub struct Config {
     pub pod_cidr: String,
     /// Where pod volumes and state live (`<data-dir>/agent/kubelet`).
     pub root_dir: PathBuf,
+    /// Where the local-path provisioner keeps volumes (`<data-dir>/storage`).
+    pub storage_dir: PathBuf,
     /// Where container logs are written (`/var/log/pods`).
     pub pod_log_dir: PathBuf,
     pub cluster_dns: Vec<IpAddr>,
@@ -150,6 +153,7 @@ pub async fn run(
     shared.kubelet_port.store(srv.local_addr.port(), std::sync::atomic::Ordering::Release);
     node::register(&shared, &host).await?;
     let heartbeat = tokio::spawn(node::heartbeat(shared.clone(), host));
+    tokio::spawn(local_path::run(shared.clone()));
     pods::run(shared.clone()).await;
     let _ = heartbeat.await;
     let _ = srv.task.await;

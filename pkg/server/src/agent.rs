@@ -91,6 +91,7 @@ pub async fn start(
         node_ip: config.node_ip,
         pod_cidr: config.cluster_cidr.clone(),
         root_dir: kubelet_root,
+        storage_dir: config.data_dir.join("storage"),
         pod_log_dir: config.pod_log_dir.clone(),
         cluster_dns: vec![config.cluster_dns],
         cluster_domain: config.cluster_domain.clone(),

@@ -18,6 +18,8 @@ pub struct Server {
     extra: Vec<String>,
     /// Runs the node agent (containerd + kubelet), not only the control plane.
     agent: bool,
+    /// Without an agent: whether the controllers run too (the scheduler never does).
+    controllers: bool,
 }
 
 impl Server {
@@ -39,10 +41,31 @@ impl Server {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("config.yaml"), "").expect("config");
         std::fs::create_dir_all(dir.path().join("home")).expect("home");
-        let mut s =
-            Server { dir, child: None, port: 0, extra: extra.iter().map(|s| s.to_string()).collect(), agent: false };
+        let mut s = Server {
+            dir,
+            child: None,
+            port: 0,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            agent: false,
+            controllers: false,
+        };
         s.spawn();
         s
+    }
+
+    /// The control plane with its controllers, without the scheduler and the agent.
+    pub fn start_controllers() -> Server {
+        let mut s = Self::start_unspawned();
+        s.controllers = true;
+        s.spawn();
+        s
+    }
+
+    fn start_unspawned() -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("config.yaml"), "").expect("config");
+        std::fs::create_dir_all(dir.path().join("home")).expect("home");
+        Server { dir, child: None, port: 0, extra: Vec::new(), agent: false, controllers: false }
     }
 
     /// A whole node: control plane, containerd and kubelet, using the local registry's images.
@@ -52,7 +75,7 @@ impl Server {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("config.yaml"), "").expect("config");
         std::fs::create_dir_all(dir.path().join("home")).expect("home");
-        let mut s = Server { dir, child: None, port: 0, extra: Vec::new(), agent: true };
+        let mut s = Server { dir, child: None, port: 0, extra: Vec::new(), agent: true, controllers: true };
         s.spawn();
         s.wait_node_ready();
         s
@@ -93,7 +116,11 @@ impl Server {
                 .arg(format!("--registries-config={}", self.dir.path().join("registries.yaml").display()));
         } else {
             // The API server alone: controllers would write status behind the tests' backs.
-            cmd.arg("--disable-agent").arg("--disable=controllers,scheduler");
+            cmd.arg("--disable-agent").arg(if self.controllers {
+                "--disable=scheduler"
+            } else {
+                "--disable=controllers,scheduler"
+            });
         }
         cmd.arg("--https-listen-port=0")
             .arg("--bind-address=127.0.0.1")

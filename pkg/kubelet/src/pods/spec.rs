@@ -355,6 +355,7 @@ mod tests {
             node_ip: "192.0.2.2".parse().expect("ip"),
             pod_cidr: "10.42.0.0/16".into(),
             root_dir: "/tmp/k".into(),
+            storage_dir: "/tmp/s".into(),
             pod_log_dir: "/tmp/l".into(),
             cluster_dns: vec!["10.43.0.10".parse().expect("ip")],
             cluster_domain: "cluster.local".into(),

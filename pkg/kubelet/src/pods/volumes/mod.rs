@@ -5,10 +5,12 @@
 //! - emptyDir: a 0777 directory, or a tmpfs (`medium: Memory`) sized by `sizeLimit`, the pod's
 //!   memory limit or the node's allocatable memory, whichever is smallest;
 //! - hostPath: the host path itself, after the `type` check;
+//! - persistentVolumeClaim: the bound volume's hostPath or local path (as hostPath), once the
+//!   claim is `Bound`;
 //! - configMap, secret, downwardAPI, projected (configMap, secret, downwardAPI,
 //!   serviceAccountToken): files written atomically (see [`atomic_writer`]); secret and
 //!   projected volumes live on tmpfs so their contents never touch the disk;
-//! - anything else (persistentVolumeClaim…) fails as unsupported.
+//! - anything else (csi, nfs, ephemeral…) fails as unsupported.
 //!
 //! [`VolumeManager::resync`] rewrites the generated volumes when their sources change, and
 //! [`PreparedVolumes::mounts_for`] turns a container's volumeMounts into CRI mounts
@@ -56,6 +58,9 @@ pub enum SetUpCause {
     Io { op: &'static str, path: PathBuf, source: std::io::Error },
     #[error("{kind} volumes are not supported by k1s")]
     Unsupported { kind: &'static str },
+    /// Upstream's volume manager text for a claim not yet bound.
+    #[error("PVC {claim} has non-bound phase ({phase:?}) or empty pvc.Spec.VolumeName ({volume:?})")]
+    Unbound { claim: String, phase: String, volume: String },
     /// Several sources of one projected/downwardAPI volume failed (upstream's aggregate).
     #[error("[{}]", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))]
     Several(Vec<SetUpCause>),
@@ -230,8 +235,7 @@ fn fs_group(pod: &Pod) -> Option<u32> {
 
 /// The source of a volume k1s cannot set up, if it has one.
 fn unsupported_kind(v: &Volume) -> Option<&'static str> {
-    let kinds: [(bool, &'static str); 24] = [
-        (v.persistent_volume_claim.is_some(), "persistentVolumeClaim"),
+    let kinds: [(bool, &'static str); 23] = [
         (v.ephemeral.is_some(), "ephemeral"),
         (v.csi.is_some(), "csi"),
         (v.nfs.is_some(), "nfs"),
@@ -411,6 +415,9 @@ impl VolumeManager {
             )??;
             return Ok(PreparedVolume { plugin: Plugin::HostPath, path });
         }
+        if let Some(claim) = &v.persistent_volume_claim {
+            return self.claimed(source, pod, &claim.claim_name).await;
+        }
         if let Some(kind) = unsupported_kind(v) {
             return Err(SetUpCause::Unsupported { kind });
         }
@@ -447,6 +454,31 @@ impl VolumeManager {
         }
         self.write(&dir, payload, pod).await?;
         Ok(PreparedVolume { plugin, path: dir })
+    }
+
+    /// The host directory of the volume bound to the claim `name` of `pod`'s namespace.
+    async fn claimed(&self, source: &dyn ObjectSource, pod: &Pod, name: &str) -> Result<PreparedVolume, SetUpCause> {
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let claim = source.persistent_volume_claim(ns, name).await.map_err(SetUpCause::Source)?;
+        let phase = claim.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+        let volume = claim.spec.as_ref().and_then(|s| s.volume_name.clone()).unwrap_or_default();
+        if phase != "Bound" || volume.is_empty() {
+            return Err(SetUpCause::Unbound { claim: format!("{ns}/{name}"), phase, volume });
+        }
+        let pv = source.persistent_volume(&volume).await.map_err(SetUpCause::Source)?;
+        let spec = pv.spec.unwrap_or_default();
+        let (path, type_) = match (spec.host_path, spec.local) {
+            (Some(hp), _) => (PathBuf::from(hp.path), hp.type_),
+            (None, Some(local)) => (PathBuf::from(local.path), None),
+            (None, None) => {
+                return Err(SetUpCause::Unsupported { kind: "persistentVolume sources other than hostPath and local" })
+            }
+        };
+        let check = path.clone();
+        tokio::task::spawn_blocking(move || host_path::check_type(&check, type_.as_deref()))
+            .await
+            .map_err(|e| SetUpCause::Io { op: "checking", path: path.clone(), source: std::io::Error::other(e) })??;
+        Ok(PreparedVolume { plugin: Plugin::HostPath, path })
     }
 
     /// A 0777 directory (upstream's emptyDir `setupDir`), group-owned by fsGroup if set.

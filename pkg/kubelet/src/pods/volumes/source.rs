@@ -4,7 +4,7 @@
 //! memory.
 
 use k8s_openapi::api::authentication::v1::TokenRequest;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeClaim, Secret, ServiceAccount};
 use kube::api::{Api, PostParams};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -34,6 +34,8 @@ impl SourceError {
 pub trait ObjectSource: Send + Sync {
     async fn config_map(&self, namespace: &str, name: &str) -> Result<ConfigMap, SourceError>;
     async fn secret(&self, namespace: &str, name: &str) -> Result<Secret, SourceError>;
+    async fn persistent_volume_claim(&self, namespace: &str, name: &str) -> Result<PersistentVolumeClaim, SourceError>;
+    async fn persistent_volume(&self, name: &str) -> Result<PersistentVolume, SourceError>;
     /// `POST serviceaccounts/<name>/token`; returns the answered TokenRequest (token and
     /// expiration in its status).
     async fn service_account_token(
@@ -76,6 +78,16 @@ impl ObjectSource for ApiSource {
         api.get(name).await.map_err(|e| map_kube_error("secret", name, e))
     }
 
+    async fn persistent_volume_claim(&self, namespace: &str, name: &str) -> Result<PersistentVolumeClaim, SourceError> {
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), namespace);
+        api.get(name).await.map_err(|e| map_kube_error("persistentvolumeclaim", name, e))
+    }
+
+    async fn persistent_volume(&self, name: &str) -> Result<PersistentVolume, SourceError> {
+        let api: Api<PersistentVolume> = Api::all(self.client.clone());
+        api.get(name).await.map_err(|e| map_kube_error("persistentvolume", name, e))
+    }
+
     async fn service_account_token(
         &self,
         namespace: &str,
@@ -96,6 +108,8 @@ impl ObjectSource for ApiSource {
 pub struct MemorySource {
     config_maps: Mutex<HashMap<(String, String), ConfigMap>>,
     secrets: Mutex<HashMap<(String, String), Secret>>,
+    claims: Mutex<HashMap<(String, String), PersistentVolumeClaim>>,
+    volumes: Mutex<HashMap<String, PersistentVolume>>,
     tokens: Mutex<TokenState>,
 }
 
@@ -117,6 +131,15 @@ impl MemorySource {
 
     pub fn put_secret(&self, s: Secret) {
         self.secrets.lock().unwrap_or_else(|p| p.into_inner()).insert(key_of(&s.metadata), s);
+    }
+
+    pub fn put_claim(&self, c: PersistentVolumeClaim) {
+        self.claims.lock().unwrap_or_else(|p| p.into_inner()).insert(key_of(&c.metadata), c);
+    }
+
+    pub fn put_volume(&self, v: PersistentVolume) {
+        let name = v.metadata.name.clone().unwrap_or_default();
+        self.volumes.lock().unwrap_or_else(|p| p.into_inner()).insert(name, v);
     }
 
     pub fn remove_config_map(&self, namespace: &str, name: &str) {
@@ -148,6 +171,20 @@ impl ObjectSource for MemorySource {
         map.get(&(namespace.to_string(), name.to_string()))
             .cloned()
             .ok_or_else(|| SourceError::NotFound { resource: "secret", name: name.to_string() })
+    }
+
+    async fn persistent_volume_claim(&self, namespace: &str, name: &str) -> Result<PersistentVolumeClaim, SourceError> {
+        let map = self.claims.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+            .ok_or_else(|| SourceError::NotFound { resource: "persistentvolumeclaim", name: name.to_string() })
+    }
+
+    async fn persistent_volume(&self, name: &str) -> Result<PersistentVolume, SourceError> {
+        let map = self.volumes.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(name)
+            .cloned()
+            .ok_or_else(|| SourceError::NotFound { resource: "persistentvolume", name: name.to_string() })
     }
 
     async fn service_account_token(

@@ -222,8 +222,7 @@ async fn every_failing_volume_is_reported() {
         vec![
             "MountVolume.SetUp failed for volume \"a\" : configmap \"absent\" not found".to_string(),
             "MountVolume.SetUp failed for volume \"b\" : secret \"nope\" not found".to_string(),
-            "MountVolume.SetUp failed for volume \"c\" : persistentVolumeClaim volumes are not supported by k1s"
-                .to_string(),
+            "MountVolume.SetUp failed for volume \"c\" : persistentvolumeclaim \"c\" not found".to_string(),
         ]
     );
 }
@@ -496,4 +495,50 @@ fn pod_memory_limit_needs_every_container_limited() {
     assert_eq!(pod_memory_limit(&pod), Some(256 << 20));
     pod.spec.as_mut().expect("spec").containers.push(Container { name: "nolimit".into(), ..Default::default() });
     assert_eq!(pod_memory_limit(&pod), None);
+}
+
+#[tokio::test]
+async fn a_claims_volume_is_its_bound_volumes_host_path_once_bound() {
+    let e = env();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("pvc-u1");
+    let claim_volume = || Volume {
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource { claim_name: "data".into(), read_only: None }),
+        ..vol("data")
+    };
+    let pod = pod_with(vec![claim_volume()]);
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let claim = |phase: &str, volume: &str| -> k8s_openapi::api::core::v1::PersistentVolumeClaim {
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "data", "namespace": ns},
+            "spec": {"volumeName": volume}, "status": {"phase": phase}}))
+        .expect("claim")
+    };
+    e.source.put_claim(claim("Pending", ""));
+    let err = e.manager.prepare_with(&e.source, &pod).await.expect_err("unbound");
+    assert_eq!(
+        err.failures()[0].to_string(),
+        format!("MountVolume.SetUp failed for volume \"data\" : PVC {ns}/data has non-bound phase (\"Pending\") or empty pvc.Spec.VolumeName (\"\")")
+    );
+    e.source.put_claim(claim("Bound", "pvc-u1"));
+    e.source.put_volume(
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "pvc-u1"},
+            "spec": {"hostPath": {"path": data.display().to_string(), "type": "DirectoryOrCreate"}}}))
+        .expect("volume"),
+    );
+    let prepared = e.manager.prepare_with(&e.source, &pod).await.expect("bound");
+    assert!(data.is_dir(), "DirectoryOrCreate made the directory");
+    let container = k8s_openapi::api::core::v1::Container {
+        name: "c".into(),
+        volume_mounts: Some(vec![k8s_openapi::api::core::v1::VolumeMount {
+            name: "data".into(),
+            mount_path: "/data".into(),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    let mounts = prepared.mounts_for(&container).expect("mounts");
+    assert!(
+        mounts.iter().any(|m| m.container_path == "/data" && m.host_path == data.display().to_string()),
+        "{mounts:?}"
+    );
 }

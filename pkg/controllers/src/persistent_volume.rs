@@ -1,0 +1,560 @@
+//! The PersistentVolume binder, as upstream's persistentvolume controller binds and releases:
+//!
+//! - a claim is bound to the volume whose `claimRef` names it (a volume a provisioner made for
+//!   it, or one an administrator pre-bound), else to the smallest `Available` volume that fits
+//!   (storage class, access modes, volume mode, capacity, selector): the volume's `claimRef`
+//!   first, then the claim's `volumeName`, then both statuses `Bound`;
+//! - a claim of a `WaitForFirstConsumer` class waits (event `WaitForFirstConsumer`) until a
+//!   pod using it is on a node: that node becomes its `volume.kubernetes.io/selected-node`
+//!   (upstream's scheduler writes it while binding the pod; here it is written once the pod
+//!   is bound, which a single node makes the same);
+//! - a claim no volume fits, whose class has a provisioner, is handed to that provisioner with
+//!   the `volume.kubernetes.io/storage-provisioner` annotation (event `ExternalProvisioning`);
+//! - a volume whose claim is gone is `Released`; `Retain` keeps it so, `Delete` leaves the
+//!   deletion to the volume's provisioner (a volume no provisioner made fails: k1s has no
+//!   in-tree deleter);
+//! - a claim whose volume is gone is `Lost`.
+
+use crate::workloads::selector;
+use crate::Context;
+use futures::StreamExt;
+use k1s_runtime::events::EventType;
+use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::{reflector, watcher, WatchStreamExt};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+const MANAGER: &str = "persistentvolume-binder-controller";
+pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+pub const STORAGE_PROVISIONER: &str = "volume.kubernetes.io/storage-provisioner";
+const BETA_STORAGE_PROVISIONER: &str = "volume.beta.kubernetes.io/storage-provisioner";
+const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
+const BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
+pub const PROVISIONED_BY: &str = "pv.kubernetes.io/provisioned-by";
+
+/// Bytes of a quantity such as `1Gi` or `500M` (`None` when it does not parse).
+pub fn bytes(q: &Quantity) -> Option<u128> {
+    let s = q.0.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, suffix) = s.split_at(split);
+    let num: f64 = num.parse().ok()?;
+    let mult: f64 = match suffix {
+        "" => 1.0,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024.0,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        "m" => 1e-3,
+        _ => return None,
+    };
+    Some((num * mult).ceil() as u128)
+}
+
+fn class_of_claim(c: &PersistentVolumeClaim) -> &str {
+    c.spec.as_ref().and_then(|s| s.storage_class_name.as_deref()).unwrap_or("")
+}
+
+fn class_of_volume(v: &PersistentVolume) -> &str {
+    v.spec.as_ref().and_then(|s| s.storage_class_name.as_deref()).unwrap_or("")
+}
+
+fn requested(c: &PersistentVolumeClaim) -> u128 {
+    c.spec
+        .as_ref()
+        .and_then(|s| s.resources.as_ref())
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("storage"))
+        .and_then(bytes)
+        .unwrap_or(0)
+}
+
+fn capacity(v: &PersistentVolume) -> u128 {
+    v.spec.as_ref().and_then(|s| s.capacity.as_ref()).and_then(|c| c.get("storage")).and_then(bytes).unwrap_or(0)
+}
+
+fn volume_mode(mode: Option<&String>) -> &str {
+    mode.map_or("Filesystem", String::as_str)
+}
+
+fn phase_of_volume(v: &PersistentVolume) -> &str {
+    v.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending")
+}
+
+fn phase_of_claim(c: &PersistentVolumeClaim) -> &str {
+    c.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending")
+}
+
+fn annotation<'a>(meta: &'a kube::api::ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str)
+}
+
+/// Whether `volume`'s claimRef names `claim` (by namespace and name, and uid when it has one).
+fn names(volume: &PersistentVolume, claim: &PersistentVolumeClaim) -> bool {
+    let Some(r) = volume.spec.as_ref().and_then(|s| s.claim_ref.as_ref()) else { return false };
+    r.name.as_deref() == claim.metadata.name.as_deref()
+        && r.namespace.as_deref() == claim.metadata.namespace.as_deref()
+        && r.uid.as_deref().is_none_or(|u| u.is_empty() || Some(u) == claim.metadata.uid.as_deref())
+}
+
+/// Whether an unclaimed `volume` can hold `claim` (upstream's `findMatchingVolume` rules).
+pub fn fits(volume: &PersistentVolume, claim: &PersistentVolumeClaim) -> bool {
+    let (Some(vs), Some(cs)) = (volume.spec.as_ref(), claim.spec.as_ref()) else { return false };
+    if vs.claim_ref.is_some() || volume.metadata.deletion_timestamp.is_some() || phase_of_volume(volume) != "Available"
+    {
+        return false;
+    }
+    if class_of_volume(volume) != class_of_claim(claim) {
+        return false;
+    }
+    if volume_mode(vs.volume_mode.as_ref()) != volume_mode(cs.volume_mode.as_ref()) {
+        return false;
+    }
+    let modes = vs.access_modes.as_deref().unwrap_or_default();
+    if !cs.access_modes.iter().flatten().all(|m| modes.contains(m)) {
+        return false;
+    }
+    if capacity(volume) < requested(claim) {
+        return false;
+    }
+    if let Some(sel) = &cs.selector {
+        if !selector::matches(Some(sel), volume.metadata.labels.as_ref()) {
+            return false;
+        }
+    }
+    true
+}
+
+fn claim_ref(c: &PersistentVolumeClaim) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("PersistentVolumeClaim".into()),
+        name: c.metadata.name.clone(),
+        namespace: c.metadata.namespace.clone(),
+        uid: c.metadata.uid.clone(),
+        resource_version: c.metadata.resource_version.clone(),
+        ..Default::default()
+    }
+}
+
+fn claim_event_ref(c: &PersistentVolumeClaim) -> ObjectReference {
+    k1s_runtime::events::reference(
+        "v1",
+        "PersistentVolumeClaim",
+        c.metadata.namespace.as_deref(),
+        c.metadata.name.as_deref().unwrap_or_default(),
+        c.metadata.uid.as_deref(),
+    )
+}
+
+/// The node of a pod that uses `claim`, once it is bound to one.
+fn consumer_node<'a>(claim: &PersistentVolumeClaim, pods: &'a [Arc<Pod>]) -> Option<&'a str> {
+    let name = claim.metadata.name.as_deref()?;
+    pods.iter().find_map(|p| {
+        let spec = p.spec.as_ref()?;
+        if p.metadata.namespace != claim.metadata.namespace || p.metadata.deletion_timestamp.is_some() {
+            return None;
+        }
+        let uses = spec
+            .volumes
+            .iter()
+            .flatten()
+            .any(|v| v.persistent_volume_claim.as_ref().is_some_and(|c| c.claim_name == name));
+        uses.then_some(spec.node_name.as_deref()).flatten()
+    })
+}
+
+struct Binder {
+    ctx: Arc<Context>,
+    claims: reflector::Store<PersistentVolumeClaim>,
+    volumes: reflector::Store<PersistentVolume>,
+    classes: reflector::Store<StorageClass>,
+    pods: reflector::Store<Pod>,
+    /// (claim uid, reason) of the events already recorded: each is told once, not every sync.
+    told: std::sync::Mutex<std::collections::HashSet<(String, &'static str)>>,
+}
+
+impl Binder {
+    async fn tell(&self, c: &PersistentVolumeClaim, kind: EventType, reason: &'static str, message: &str) {
+        let key = (c.metadata.uid.clone().unwrap_or_default(), reason);
+        if !self.told.lock().unwrap_or_else(|p| p.into_inner()).insert(key) {
+            return;
+        }
+        self.ctx.recorder.record(&claim_event_ref(c), kind, reason, message).await;
+    }
+
+    fn claims_api(&self, c: &PersistentVolumeClaim) -> Api<PersistentVolumeClaim> {
+        Api::namespaced(self.ctx.client.clone(), c.metadata.namespace.as_deref().unwrap_or("default"))
+    }
+
+    fn volumes_api(&self) -> Api<PersistentVolume> {
+        Api::all(self.ctx.client.clone())
+    }
+
+    async fn patch_claim(&self, c: &PersistentVolumeClaim, patch: serde_json::Value, status: bool) {
+        let name = c.metadata.name.clone().unwrap_or_default();
+        let pp = PatchParams { field_manager: Some(MANAGER.into()), ..Default::default() };
+        let api = self.claims_api(c);
+        let r = if status {
+            api.patch_status(&name, &pp, &Patch::Merge(&patch)).await
+        } else {
+            api.patch(&name, &pp, &Patch::Merge(&patch)).await
+        };
+        if let Err(e) = r {
+            tracing::debug!(claim = %name, error = %e, "updating a claim failed; retried on the next sync");
+        }
+    }
+
+    async fn patch_volume(&self, v: &PersistentVolume, patch: serde_json::Value, status: bool) -> bool {
+        let name = v.metadata.name.clone().unwrap_or_default();
+        let pp = PatchParams { field_manager: Some(MANAGER.into()), ..Default::default() };
+        let api = self.volumes_api();
+        let r = if status {
+            api.patch_status(&name, &pp, &Patch::Merge(&patch)).await
+        } else {
+            api.patch(&name, &pp, &Patch::Merge(&patch)).await
+        };
+        match r {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::debug!(volume = %name, error = %e, "updating a volume failed; retried on the next sync");
+                false
+            }
+        }
+    }
+
+    async fn set_volume_phase(&self, v: &PersistentVolume, phase: &str, message: Option<&str>) {
+        if phase_of_volume(v) != phase {
+            self.patch_volume(v, json!({"status": {"phase": phase, "message": message}}), true).await;
+        }
+    }
+
+    /// The claim is bound to `v` (whose claimRef names it): its volumeName, then both statuses.
+    async fn complete(&self, c: &PersistentVolumeClaim, v: &PersistentVolume) {
+        let volume_name = v.metadata.name.clone().unwrap_or_default();
+        let spec_volume = c.spec.as_ref().and_then(|s| s.volume_name.as_deref()).unwrap_or("");
+        if spec_volume.is_empty() {
+            let patch = json!({"metadata": {"annotations": {BIND_COMPLETED: "yes", BOUND_BY_CONTROLLER: "yes"}},
+                               "spec": {"volumeName": volume_name}});
+            self.patch_claim(c, patch, false).await;
+            return; // the claim's next version completes the binding
+        }
+        if annotation(&c.metadata, BIND_COMPLETED).is_none() {
+            self.patch_claim(c, json!({"metadata": {"annotations": {BIND_COMPLETED: "yes"}}}), false).await;
+        }
+        if v.spec.as_ref().and_then(|s| s.claim_ref.as_ref()).and_then(|r| r.uid.as_deref()).is_none() {
+            self.patch_volume(v, json!({"spec": {"claimRef": claim_ref(c)}}), false).await;
+        }
+        self.set_volume_phase(v, "Bound", None).await;
+        let vs = v.spec.as_ref();
+        let status = json!({"status": {
+            "phase": "Bound",
+            "accessModes": vs.and_then(|s| s.access_modes.clone()),
+            "capacity": vs.and_then(|s| s.capacity.clone()),
+        }});
+        let current = c.status.as_ref();
+        let same = phase_of_claim(c) == "Bound"
+            && current.and_then(|s| s.capacity.as_ref()) == vs.and_then(|s| s.capacity.as_ref())
+            && current.and_then(|s| s.access_modes.as_ref()) == vs.and_then(|s| s.access_modes.as_ref());
+        if !same {
+            self.patch_claim(c, status, true).await;
+        }
+    }
+
+    async fn sync_claim(&self, c: &PersistentVolumeClaim, volumes: &[Arc<PersistentVolume>], pods: &[Arc<Pod>]) {
+        if c.metadata.deletion_timestamp.is_some() {
+            return;
+        }
+        let spec_volume = c.spec.as_ref().and_then(|s| s.volume_name.as_deref()).unwrap_or("");
+        if !spec_volume.is_empty() {
+            match volumes.iter().find(|v| v.metadata.name.as_deref() == Some(spec_volume)) {
+                None => {
+                    if phase_of_claim(c) == "Bound" {
+                        self.patch_claim(c, json!({"status": {"phase": "Lost"}}), true).await;
+                        let msg = "Bound claim has lost its PersistentVolume. Data on the volume is lost!";
+                        self.tell(c, EventType::Warning, "ClaimLost", msg).await;
+                    }
+                }
+                Some(v) if v.spec.as_ref().and_then(|s| s.claim_ref.as_ref()).is_none() => {
+                    // Bound by the user through the claim: the volume takes the claim.
+                    if self.patch_volume(v, json!({"spec": {"claimRef": claim_ref(c)}}), false).await {
+                        self.set_volume_phase(v, "Bound", None).await;
+                    }
+                }
+                Some(v) if names(v, c) => self.complete(c, v).await,
+                Some(_) => {
+                    let msg = format!("Two claims are bound to the same volume, this one is bound incorrectly: volume {spec_volume:?} is bound to another claim");
+                    self.tell(c, EventType::Warning, "FailedBinding", &msg).await;
+                }
+            }
+            return;
+        }
+        if let Some(v) = volumes.iter().find(|v| names(v, c)) {
+            self.complete(c, v).await;
+            return;
+        }
+        let class_name = class_of_claim(c);
+        let class = self.classes.state().into_iter().find(|s| s.metadata.name.as_deref() == Some(class_name));
+        let wait_for_consumer =
+            class.as_ref().is_some_and(|s| s.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"));
+        let selected = annotation(&c.metadata, SELECTED_NODE);
+        if wait_for_consumer && selected.is_none() {
+            if let Some(node) = consumer_node(c, pods) {
+                self.patch_claim(c, json!({"metadata": {"annotations": {SELECTED_NODE: node}}}), false).await;
+            } else {
+                let msg = "waiting for first consumer to be created before binding";
+                self.tell(c, EventType::Normal, "WaitForFirstConsumer", msg).await;
+            }
+            return;
+        }
+        let best = volumes
+            .iter()
+            .filter(|v| fits(v, c))
+            .filter(|v| {
+                // A node-bound volume serves a waiting claim only on its selected node.
+                !wait_for_consumer || selected.is_some_and(|n| node_allows(v, n))
+            })
+            .min_by_key(|v| capacity(v));
+        if let Some(v) = best {
+            // The volume first, as upstream binds: a claim is never bound to a volume that is not.
+            self.patch_volume(v, json!({"spec": {"claimRef": claim_ref(c)}}), false).await;
+            return;
+        }
+        match class
+            .as_ref()
+            .map(|s| s.provisioner.as_str())
+            .filter(|p| !p.is_empty() && *p != "kubernetes.io/no-provisioner")
+        {
+            Some(provisioner) => {
+                if annotation(&c.metadata, STORAGE_PROVISIONER) != Some(provisioner) {
+                    let patch = json!({"metadata": {"annotations": {STORAGE_PROVISIONER: provisioner, BETA_STORAGE_PROVISIONER: provisioner}}});
+                    self.patch_claim(c, patch, false).await;
+                    let msg = format!("Waiting for a volume to be created either by the external provisioner '{provisioner}' or manually by the system administrator. If volume creation is delayed, please verify that the provisioner is running and correctly registered.");
+                    self.tell(c, EventType::Normal, "ExternalProvisioning", &msg).await;
+                }
+            }
+            None => {
+                let msg = if class_name.is_empty() || class.is_some() {
+                    "no persistent volumes available for this claim and no storage class is set".to_string()
+                } else {
+                    format!("storageclass.storage.k8s.io {class_name:?} not found")
+                };
+                let reason =
+                    if class.is_none() && !class_name.is_empty() { "ProvisioningFailed" } else { "FailedBinding" };
+                self.tell(c, EventType::Warning, reason, &msg).await;
+            }
+        }
+    }
+
+    async fn sync_volume(&self, v: &PersistentVolume, claims: &[Arc<PersistentVolumeClaim>]) {
+        if v.metadata.deletion_timestamp.is_some() {
+            return;
+        }
+        let Some(r) = v.spec.as_ref().and_then(|s| s.claim_ref.as_ref()) else {
+            self.set_volume_phase(v, "Available", None).await;
+            return;
+        };
+        let claim = claims.iter().find(|c| {
+            c.metadata.name.as_deref() == r.name.as_deref() && c.metadata.namespace.as_deref() == r.namespace.as_deref()
+        });
+        let uid = r.uid.as_deref().filter(|u| !u.is_empty());
+        match claim {
+            // Not yet bound from the claim's side: the claim's sync finishes it.
+            Some(c) if uid.is_none() || uid == c.metadata.uid.as_deref() => {}
+            // The claim is gone (or is another claim of the same name).
+            _ if uid.is_some() => self.release(v).await,
+            // Pre-bound to a claim that does not exist yet.
+            _ => self.set_volume_phase(v, "Available", None).await,
+        }
+    }
+
+    async fn release(&self, v: &PersistentVolume) {
+        let policy = v.spec.as_ref().and_then(|s| s.persistent_volume_reclaim_policy.as_deref()).unwrap_or("Retain");
+        match (policy, annotation(&v.metadata, PROVISIONED_BY)) {
+            ("Delete", None) => {
+                let msg = "error getting deleter volume plugin for volume: no deletable volume plugin matched";
+                self.set_volume_phase(v, "Failed", Some(msg)).await;
+            }
+            _ => self.set_volume_phase(v, "Released", None).await,
+        }
+    }
+
+    async fn sync(&self) {
+        let (claims, volumes, pods) = (self.claims.state(), self.volumes.state(), self.pods.state());
+        for c in &claims {
+            self.sync_claim(c, &volumes, &pods).await;
+        }
+        for v in &volumes {
+            self.sync_volume(v, &claims).await;
+        }
+    }
+}
+
+/// Whether `v`'s required node affinity admits the node named `node` (by hostname label, the
+/// only label a volume's affinity is checked against here).
+fn node_allows(v: &PersistentVolume, node: &str) -> bool {
+    let Some(terms) = v.spec.as_ref().and_then(|s| s.node_affinity.as_ref()).and_then(|a| a.required.as_ref()) else {
+        return true;
+    };
+    terms.node_selector_terms.iter().any(|t| {
+        t.match_expressions.iter().flatten().all(|e| match (e.key.as_str(), e.operator.as_str()) {
+            ("kubernetes.io/hostname", "In") => e.values.iter().flatten().any(|v| v == node),
+            ("kubernetes.io/hostname", "NotIn") => !e.values.iter().flatten().any(|v| v == node),
+            _ => true,
+        })
+    })
+}
+
+pub async fn run(ctx: Arc<Context>) {
+    let client = ctx.client.clone();
+    let (claims, w1) = reflector::store::<PersistentVolumeClaim>();
+    let (volumes, w2) = reflector::store::<PersistentVolume>();
+    let (classes, w3) = reflector::store::<StorageClass>();
+    let (pods, w4) = reflector::store::<Pod>();
+    // Which stream an event came from, and whether it ends that stream's initial list.
+    fn tag<K>(i: usize) -> impl Fn(Result<watcher::Event<K>, watcher::Error>) -> (usize, bool) {
+        move |e| {
+            (
+                i,
+                matches!(
+                    e,
+                    Ok(watcher::Event::InitDone) | Ok(watcher::Event::Apply(_)) | Ok(watcher::Event::Delete(_))
+                ),
+            )
+        }
+    }
+    let cfg = watcher::Config::default;
+    let streams = vec![
+        reflector::reflector(w1, watcher(Api::<PersistentVolumeClaim>::all(client.clone()), cfg()))
+            .default_backoff()
+            .map(tag(0))
+            .boxed(),
+        reflector::reflector(w2, watcher(Api::<PersistentVolume>::all(client.clone()), cfg()))
+            .default_backoff()
+            .map(tag(1))
+            .boxed(),
+        reflector::reflector(w3, watcher(Api::<StorageClass>::all(client.clone()), cfg()))
+            .default_backoff()
+            .map(tag(2))
+            .boxed(),
+        reflector::reflector(w4, watcher(Api::<Pod>::all(client.clone()), cfg())).default_backoff().map(tag(3)).boxed(),
+    ];
+    let mut events = futures::stream::select_all(streams);
+    let binder = Binder { ctx: ctx.clone(), claims, volumes, classes, pods, told: Default::default() };
+    let mut synced = [false; 4];
+    let mut resync = tokio::time::interval(Duration::from_secs(15));
+    loop {
+        tokio::select! {
+            _ = ctx.cancel.cancelled() => return,
+            e = events.next() => match e {
+                None => return,
+                Some((i, settled)) => {
+                    synced[i] |= settled;
+                    if !settled {
+                        continue;
+                    }
+                }
+            },
+            _ = resync.tick() => {}
+        }
+        if synced.iter().all(|s| *s) {
+            binder.sync().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{
+        PersistentVolumeClaimSpec, PersistentVolumeSpec, PersistentVolumeStatus, VolumeResourceRequirements,
+    };
+    use std::collections::BTreeMap;
+
+    fn volume(name: &str, class: &str, size: &str, modes: &[&str]) -> PersistentVolume {
+        PersistentVolume {
+            metadata: kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() },
+            spec: Some(PersistentVolumeSpec {
+                capacity: Some(BTreeMap::from([("storage".to_string(), Quantity(size.into()))])),
+                access_modes: Some(modes.iter().map(|m| m.to_string()).collect()),
+                storage_class_name: Some(class.into()),
+                ..Default::default()
+            }),
+            status: Some(PersistentVolumeStatus { phase: Some("Available".into()), ..Default::default() }),
+        }
+    }
+
+    fn claim(class: &str, size: &str, modes: &[&str]) -> PersistentVolumeClaim {
+        PersistentVolumeClaim {
+            metadata: kube::api::ObjectMeta {
+                name: Some("data".into()),
+                namespace: Some("default".into()),
+                uid: Some("u1".into()),
+                ..Default::default()
+            },
+            spec: Some(PersistentVolumeClaimSpec {
+                access_modes: Some(modes.iter().map(|m| m.to_string()).collect()),
+                storage_class_name: Some(class.into()),
+                resources: Some(VolumeResourceRequirements {
+                    requests: Some(BTreeMap::from([("storage".to_string(), Quantity(size.into()))])),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    #[test]
+    fn quantities_are_bytes() {
+        assert_eq!(bytes(&Quantity("1Gi".into())), Some(1 << 30));
+        assert_eq!(bytes(&Quantity("500M".into())), Some(500_000_000));
+        assert_eq!(bytes(&Quantity("1.5Ki".into())), Some(1536));
+        assert_eq!(bytes(&Quantity("10".into())), Some(10));
+        assert_eq!(bytes(&Quantity("1Xi".into())), None);
+    }
+
+    #[test]
+    fn a_volume_fits_a_claim_by_class_modes_capacity_and_selector() {
+        let c = claim("manual", "1Gi", &["ReadWriteOnce"]);
+        assert!(fits(&volume("a", "manual", "2Gi", &["ReadWriteOnce", "ReadOnlyMany"]), &c));
+        assert!(!fits(&volume("b", "other", "2Gi", &["ReadWriteOnce"]), &c), "class");
+        assert!(!fits(&volume("c", "manual", "512Mi", &["ReadWriteOnce"]), &c), "capacity");
+        assert!(!fits(&volume("d", "manual", "2Gi", &["ReadOnlyMany"]), &c), "modes");
+        let mut taken = volume("e", "manual", "2Gi", &["ReadWriteOnce"]);
+        taken.spec.as_mut().expect("spec").claim_ref = Some(ObjectReference::default());
+        assert!(!fits(&taken, &c), "claimed");
+        let mut labelled = c.clone();
+        labelled.spec.as_mut().expect("spec").selector =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+                match_labels: Some(BTreeMap::from([("tier".to_string(), "db".to_string())])),
+                ..Default::default()
+            });
+        assert!(!fits(&volume("f", "manual", "2Gi", &["ReadWriteOnce"]), &labelled), "selector");
+    }
+
+    #[test]
+    fn a_claim_ref_names_a_claim_by_namespace_name_and_uid() {
+        let c = claim("manual", "1Gi", &["ReadWriteOnce"]);
+        let mut v = volume("a", "manual", "1Gi", &["ReadWriteOnce"]);
+        v.spec.as_mut().expect("spec").claim_ref = Some(ObjectReference {
+            name: Some("data".into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        });
+        assert!(names(&v, &c), "pre-bound without uid");
+        v.spec.as_mut().expect("spec").claim_ref.as_mut().expect("ref").uid = Some("other".into());
+        assert!(!names(&v, &c), "another claim of that name");
+    }
+}
