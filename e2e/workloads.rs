@@ -347,4 +347,18 @@ fn persistent_volume_claims_get_local_path_volumes_that_outlive_their_pods() {
     eventually(Duration::from_secs(60), "the volume and its directory to go", || {
         (!s.kubectl(&["get", "pv", &pv_name]).status.success() && !dir.exists()).then_some(())
     });
+
+    // A StatefulSet's claim templates get volumes the same way.
+    let set = format!(
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: db}}\nspec:\n  replicas: 1\n  serviceName: db\n  selector: {{matchLabels: {{app: db}}}}\n  template:\n    metadata: {{labels: {{app: db}}}}\n    spec:\n      terminationGracePeriodSeconds: 1\n      containers:\n      - name: c\n        image: {IMAGE}\n        command: [\"sh\", \"-c\", \"hostname > /var/db/owner; exec sleep 3600\"]\n        volumeMounts: [{{name: state, mountPath: /var/db}}]\n  volumeClaimTemplates:\n  - metadata: {{name: state}}\n    spec: {{accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 16Mi}}}}}}\n"
+    );
+    s.ok_stdin(&["apply", "-f", "-"], &set);
+    s.ok(&["rollout", "status", "statefulset/db", "--timeout=180s"]);
+    assert_eq!(s.ok(&["get", "pvc", "state-db-0", "-o", "jsonpath={.status.phase}"]), "Bound");
+    let pv = s.ok(&["get", "pvc", "state-db-0", "-o", "jsonpath={.spec.volumeName}"]);
+    let path = s.ok(&["get", "pv", &pv, "-o", "jsonpath={.spec.hostPath.path}"]);
+    let owner = eventually(Duration::from_secs(30), "db-0 to write its file", || {
+        std::fs::read_to_string(std::path::Path::new(&path).join("owner")).ok()
+    });
+    assert_eq!(owner.trim(), "db-0");
 }

@@ -95,10 +95,31 @@ fn claims_bind_to_the_smallest_fitting_volume_and_release_it_when_deleted() {
     });
     assert_eq!(jsonpath(&s, &["pvc", "huge"], "{.status.phase}"), "Pending");
 
-    // Deleting the claim releases its volume, which Retain keeps.
+    // Claims and volumes are protected while in use (upstream's finalizers).
+    assert_eq!(jsonpath(&s, &["pvc", "data"], "{.metadata.finalizers}"), r#"["kubernetes.io/pvc-protection"]"#);
+    assert_eq!(jsonpath(&s, &["pv", "medium"], "{.metadata.finalizers}"), r#"["kubernetes.io/pv-protection"]"#);
+    let user = "apiVersion: v1\nkind: Pod\nmetadata: {name: user}\nspec:\n  containers: [{name: c, image: busybox}]\n  volumes: [{name: v, persistentVolumeClaim: {claimName: picky}}]\n";
+    s.ok_stdin(&["apply", "-f", "-"], user);
+    s.ok(&["delete", "pvc", "picky", "--wait=false"]);
+    std::thread::sleep(Duration::from_secs(2));
+    let held = s.json(&["get", "pvc", "picky"]);
+    assert!(held["metadata"]["deletionTimestamp"].is_string(), "a claim in use waits for its pod: {held}");
+    s.ok(&["delete", "pod", "user", "--grace-period=0", "--force"]);
+    eventually(Duration::from_secs(20), "the claim to go with its last pod", || {
+        (!s.kubectl(&["get", "pvc", "picky"]).status.success()).then_some(())
+    });
+    // A bound volume is kept while bound.
+    s.ok(&["delete", "pv", "medium", "--wait=false"]);
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(s.json(&["get", "pv", "medium"])["metadata"]["deletionTimestamp"].is_string());
+
+    // Deleting the claim releases its volume, which Retain keeps (until, deleted, it goes).
     s.ok(&["delete", "pvc", "data"]);
-    eventually(Duration::from_secs(20), "the volume to be released", || {
-        (jsonpath(&s, &["pv", "medium"], "{.status.phase}") == "Released").then_some(())
+    eventually(Duration::from_secs(20), "the deleted volume to go once released", || {
+        (!s.kubectl(&["get", "pv", "medium"]).status.success()).then_some(())
+    });
+    eventually(Duration::from_secs(20), "the other volume to be released", || {
+        (jsonpath(&s, &["pv", "small"], "{.status.phase}") == "Released").then_some(())
     });
 }
 

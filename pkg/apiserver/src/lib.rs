@@ -103,6 +103,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
             Box::new(pod_admission::DefaultTolerationSeconds),
             Box::new(pod_admission::Priority { store: config.store.clone() }),
             Box::new(storage_admission::DefaultStorageClass { store: config.store.clone() }),
+            Box::new(storage_admission::StorageObjectInUseProtection),
             Box::new(webhooks::MutatingWebhooks(hooks.clone())),
         ],
         validating: vec![

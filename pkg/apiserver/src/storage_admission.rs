@@ -2,6 +2,11 @@
 //! without `storageClassName` gets the default StorageClass (annotated
 //! `storageclass.kubernetes.io/is-default-class: "true"`; the newest when there are several).
 //! A claim with `storageClassName: ""` asks for no class and keeps it.
+//!
+//! `StorageObjectInUseProtection`, as upstream's plugin: every new claim gets the
+//! `kubernetes.io/pvc-protection` finalizer and every new volume `kubernetes.io/pv-protection`,
+//! which the PersistentVolume binder removes once no pod uses the claim (once the volume is not
+//! bound), so that deleting a claim in use waits for its pods.
 
 use crate::admission::{Attributes, MutatingPlugin, Operation};
 use crate::error::ApiError;
@@ -66,6 +71,43 @@ impl MutatingPlugin for DefaultStorageClass {
                 page.items.iter().filter_map(|kv| serde_json::from_slice(&kv.value).ok()).collect();
             if let Some(name) = default_class(&classes) {
                 spec.insert("storageClassName".into(), Value::from(name));
+            }
+            Ok(())
+        })
+    }
+}
+
+pub struct StorageObjectInUseProtection;
+
+impl MutatingPlugin for StorageObjectInUseProtection {
+    fn name(&self) -> &'static str {
+        "StorageObjectInUseProtection"
+    }
+
+    fn admit<'a>(&'a self, attrs: &'a mut Attributes<'_>) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async move {
+            let r = attrs.resource;
+            let finalizer = match r.resource {
+                "persistentvolumeclaims" => "kubernetes.io/pvc-protection",
+                "persistentvolumes" => "kubernetes.io/pv-protection",
+                _ => return Ok(()),
+            };
+            if attrs.operation != Operation::Create || attrs.subresource.is_some() || !r.group.is_empty() {
+                return Ok(());
+            }
+            let Some(meta) =
+                attrs.object.as_deref_mut().and_then(|o| o.get_mut("metadata")).and_then(Value::as_object_mut)
+            else {
+                return Ok(());
+            };
+            let finalizers = meta.entry("finalizers").or_insert_with(|| Value::Array(Vec::new()));
+            if finalizers.is_null() {
+                *finalizers = Value::Array(Vec::new());
+            }
+            if let Some(list) = finalizers.as_array_mut() {
+                if !list.iter().any(|f| f == finalizer) {
+                    list.push(Value::from(finalizer));
+                }
             }
             Ok(())
         })

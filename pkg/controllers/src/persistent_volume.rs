@@ -13,11 +13,14 @@
 //! - a volume whose claim is gone is `Released`; `Retain` keeps it so, `Delete` leaves the
 //!   deletion to the volume's provisioner (a volume no provisioner made fails: k1s has no
 //!   in-tree deleter);
-//! - a claim whose volume is gone is `Lost`.
+//! - a claim whose volume is gone is `Lost`;
+//! - a deleted claim keeps its `kubernetes.io/pvc-protection` finalizer while a pod that has not
+//!   terminated uses it, a deleted volume its `kubernetes.io/pv-protection` while it is bound
+//!   (upstream's pvc-protection and pv-protection controllers).
 
 use crate::workloads::selector;
 use crate::Context;
-use futures::StreamExt;
+use k1s_runtime::changes::{signal, sync_on_changes};
 use k1s_runtime::events::EventType;
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -35,6 +38,30 @@ const BETA_STORAGE_PROVISIONER: &str = "volume.beta.kubernetes.io/storage-provis
 const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
 const BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
 pub const PROVISIONED_BY: &str = "pv.kubernetes.io/provisioned-by";
+const PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";
+const PV_PROTECTION: &str = "kubernetes.io/pv-protection";
+
+/// The finalizers of `meta` but `finalizer`, if it holds that one.
+fn without(meta: &kube::api::ObjectMeta, finalizer: &str) -> Option<Vec<String>> {
+    let all = meta.finalizers.as_ref()?;
+    all.iter().any(|f| f == finalizer).then(|| all.iter().filter(|f| *f != finalizer).cloned().collect())
+}
+
+/// Whether a pod that has not terminated uses `claim`.
+fn in_use(claim: &PersistentVolumeClaim, pods: &[Arc<Pod>]) -> bool {
+    let Some(name) = claim.metadata.name.as_deref() else { return false };
+    pods.iter().any(|p| {
+        let terminated = matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"));
+        p.metadata.namespace == claim.metadata.namespace
+            && !terminated
+            && p.spec.as_ref().is_some_and(|s| {
+                s.volumes
+                    .iter()
+                    .flatten()
+                    .any(|v| v.persistent_volume_claim.as_ref().is_some_and(|c| c.claim_name == name))
+            })
+    })
+}
 
 /// Bytes of a quantity such as `1Gi` or `500M` (`None` when it does not parse).
 pub fn bytes(q: &Quantity) -> Option<u128> {
@@ -149,13 +176,7 @@ fn claim_ref(c: &PersistentVolumeClaim) -> ObjectReference {
 }
 
 fn claim_event_ref(c: &PersistentVolumeClaim) -> ObjectReference {
-    k1s_runtime::events::reference(
-        "v1",
-        "PersistentVolumeClaim",
-        c.metadata.namespace.as_deref(),
-        c.metadata.name.as_deref().unwrap_or_default(),
-        c.metadata.uid.as_deref(),
-    )
+    k1s_runtime::events::reference_to("v1", "PersistentVolumeClaim", &c.metadata)
 }
 
 /// The node of a pod that uses `claim`, once it is bound to one.
@@ -274,6 +295,10 @@ impl Binder {
 
     async fn sync_claim(&self, c: &PersistentVolumeClaim, volumes: &[Arc<PersistentVolume>], pods: &[Arc<Pod>]) {
         if c.metadata.deletion_timestamp.is_some() {
+            if let Some(rest) = without(&c.metadata, PVC_PROTECTION).filter(|_| !in_use(c, pods)) {
+                let patch = json!({"metadata": {"finalizers": rest, "resourceVersion": c.metadata.resource_version}});
+                self.patch_claim(c, patch, false).await;
+            }
             return;
         }
         let spec_volume = c.spec.as_ref().and_then(|s| s.volume_name.as_deref()).unwrap_or("");
@@ -358,8 +383,14 @@ impl Binder {
     }
 
     async fn sync_volume(&self, v: &PersistentVolume, claims: &[Arc<PersistentVolumeClaim>]) {
+        // A deleted volume goes once it is not bound; until then it is synced as any other
+        // (its claim's deletion releases it).
         if v.metadata.deletion_timestamp.is_some() {
-            return;
+            if let Some(rest) = without(&v.metadata, PV_PROTECTION).filter(|_| phase_of_volume(v) != "Bound") {
+                let patch = json!({"metadata": {"finalizers": rest, "resourceVersion": v.metadata.resource_version}});
+                self.patch_volume(v, patch, false).await;
+                return;
+            }
         }
         let Some(r) = v.spec.as_ref().and_then(|s| s.claim_ref.as_ref()) else {
             self.set_volume_phase(v, "Available", None).await;
@@ -422,56 +453,22 @@ pub async fn run(ctx: Arc<Context>) {
     let (volumes, w2) = reflector::store::<PersistentVolume>();
     let (classes, w3) = reflector::store::<StorageClass>();
     let (pods, w4) = reflector::store::<Pod>();
-    // Which stream an event came from, and whether it ends that stream's initial list.
-    fn tag<K>(i: usize) -> impl Fn(Result<watcher::Event<K>, watcher::Error>) -> (usize, bool) {
-        move |e| {
-            (
-                i,
-                matches!(
-                    e,
-                    Ok(watcher::Event::InitDone) | Ok(watcher::Event::Apply(_)) | Ok(watcher::Event::Delete(_))
-                ),
-            )
-        }
-    }
     let cfg = watcher::Config::default;
-    let streams = vec![
-        reflector::reflector(w1, watcher(Api::<PersistentVolumeClaim>::all(client.clone()), cfg()))
-            .default_backoff()
-            .map(tag(0))
-            .boxed(),
-        reflector::reflector(w2, watcher(Api::<PersistentVolume>::all(client.clone()), cfg()))
-            .default_backoff()
-            .map(tag(1))
-            .boxed(),
-        reflector::reflector(w3, watcher(Api::<StorageClass>::all(client.clone()), cfg()))
-            .default_backoff()
-            .map(tag(2))
-            .boxed(),
-        reflector::reflector(w4, watcher(Api::<Pod>::all(client.clone()), cfg())).default_backoff().map(tag(3)).boxed(),
+    let watches = vec![
+        signal(
+            0,
+            reflector::reflector(w1, watcher(Api::<PersistentVolumeClaim>::all(client.clone()), cfg()))
+                .default_backoff(),
+        ),
+        signal(
+            1,
+            reflector::reflector(w2, watcher(Api::<PersistentVolume>::all(client.clone()), cfg())).default_backoff(),
+        ),
+        signal(2, reflector::reflector(w3, watcher(Api::<StorageClass>::all(client.clone()), cfg())).default_backoff()),
+        signal(3, reflector::reflector(w4, watcher(Api::<Pod>::all(client), cfg())).default_backoff()),
     ];
-    let mut events = futures::stream::select_all(streams);
     let binder = Binder { ctx: ctx.clone(), claims, volumes, classes, pods, told: Default::default() };
-    let mut synced = [false; 4];
-    let mut resync = tokio::time::interval(Duration::from_secs(15));
-    loop {
-        tokio::select! {
-            _ = ctx.cancel.cancelled() => return,
-            e = events.next() => match e {
-                None => return,
-                Some((i, settled)) => {
-                    synced[i] |= settled;
-                    if !settled {
-                        continue;
-                    }
-                }
-            },
-            _ = resync.tick() => {}
-        }
-        if synced.iter().all(|s| *s) {
-            binder.sync().await;
-        }
-    }
+    sync_on_changes(watches, Duration::from_secs(15), &ctx.cancel, || binder.sync()).await;
 }
 
 #[cfg(test)]
@@ -514,6 +511,27 @@ mod tests {
             }),
             status: None,
         }
+    }
+
+    #[test]
+    fn a_claim_is_in_use_while_a_pod_that_has_not_terminated_mounts_it() {
+        let c = claim("manual", "1Gi", &["ReadWriteOnce"]);
+        let pod = |phase: &str, claim_name: &str| -> Arc<Pod> {
+            Arc::new(
+                serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "default"},
+                    "spec": {"containers": [], "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": claim_name}}]},
+                    "status": {"phase": phase}}))
+                .expect("pod"),
+            )
+        };
+        assert!(in_use(&c, &[pod("Running", "data")]));
+        assert!(in_use(&c, &[pod("Pending", "data")]));
+        assert!(!in_use(&c, &[pod("Succeeded", "data")]), "terminated");
+        assert!(!in_use(&c, &[pod("Running", "other")]));
+        let mut meta = c.metadata.clone();
+        meta.finalizers = Some(vec!["a".into(), PVC_PROTECTION.into()]);
+        assert_eq!(without(&meta, PVC_PROTECTION), Some(vec!["a".to_string()]));
+        assert_eq!(without(&meta, PV_PROTECTION), None);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //!   removed, then is deleted.
 
 use crate::Shared;
-use futures::StreamExt;
+use k1s_runtime::changes::{signal, sync_on_changes};
 use k1s_runtime::events::EventType;
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -73,13 +73,7 @@ pub fn volume_for(claim: &PersistentVolumeClaim, class: &StorageClass, node: &st
 }
 
 fn claim_ref(c: &PersistentVolumeClaim) -> ObjectReference {
-    k1s_runtime::events::reference(
-        "v1",
-        "PersistentVolumeClaim",
-        c.metadata.namespace.as_deref(),
-        c.metadata.name.as_deref().unwrap_or_default(),
-        c.metadata.uid.as_deref(),
-    )
+    k1s_runtime::events::reference_to("v1", "PersistentVolumeClaim", &c.metadata)
 }
 
 /// Whether a volume's node affinity names `node`.
@@ -225,41 +219,21 @@ pub async fn run(shared: Arc<Shared>) {
     let client = shared.client.clone();
     let (claims, w1) = reflector::store::<PersistentVolumeClaim>();
     let (volumes, w2) = reflector::store::<PersistentVolume>();
-    fn settled<K>(e: &Result<watcher::Event<K>, watcher::Error>) -> bool {
-        matches!(e, Ok(watcher::Event::InitDone | watcher::Event::Apply(_) | watcher::Event::Delete(_)))
-    }
-    let claim_events =
-        reflector::reflector(w1, watcher(Api::<PersistentVolumeClaim>::all(client.clone()), Default::default()))
-            .default_backoff()
-            .map(move |e| (0usize, settled(&e)))
-            .boxed();
-    let volume_events = reflector::reflector(w2, watcher(Api::<PersistentVolume>::all(client), Default::default()))
-        .default_backoff()
-        .map(move |e| (1usize, settled(&e)))
-        .boxed();
-    let mut events = futures::stream::select(claim_events, volume_events);
+    let watches = vec![
+        signal(
+            0,
+            reflector::reflector(w1, watcher(Api::<PersistentVolumeClaim>::all(client.clone()), Default::default()))
+                .default_backoff(),
+        ),
+        signal(
+            1,
+            reflector::reflector(w2, watcher(Api::<PersistentVolume>::all(client), Default::default()))
+                .default_backoff(),
+        ),
+    ];
     let cancel = shared.cancel.clone();
     let p = Provisioner { shared, claims, volumes };
-    let mut synced = [false; 2];
-    let mut resync = tokio::time::interval(Duration::from_secs(15));
-    loop {
-        tokio::select! {
-            _ = cancel.cancelled() => return,
-            e = events.next() => match e {
-                None => return,
-                Some((i, settled)) => {
-                    synced[i] |= settled;
-                    if !settled {
-                        continue;
-                    }
-                }
-            },
-            _ = resync.tick() => {}
-        }
-        if synced.iter().all(|s| *s) {
-            p.sync().await;
-        }
-    }
+    sync_on_changes(watches, Duration::from_secs(15), &cancel, || p.sync()).await;
 }
 
 #[cfg(test)]

@@ -96,6 +96,17 @@ impl Recorder {
 }
 
 /// An ObjectReference to a namespaced object.
+/// The reference to an object with `meta`, of `api_version` and `kind`.
+pub fn reference_to(api_version: &str, kind: &str, meta: &ObjectMeta) -> ObjectReference {
+    reference(
+        api_version,
+        kind,
+        meta.namespace.as_deref(),
+        meta.name.as_deref().unwrap_or_default(),
+        meta.uid.as_deref(),
+    )
+}
+
 pub fn reference(
     api_version: &str,
     kind: &str,

@@ -5,6 +5,7 @@
 //!
 //! It must never depend on the API server or the store: everything goes over HTTPS.
 
+pub mod changes;
 pub mod events;
 
 pub use kube;
