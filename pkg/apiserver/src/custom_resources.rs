@@ -45,11 +45,12 @@ impl Catalog {
             by_gv.entry((r.group, r.version)).or_default().push(r);
         }
         let api = k1s_api::openapi::get();
+        // A custom resource of a built-in group-version is left out of its (built-in) document.
         let openapi: BTreeMap<String, V3Document> = by_gv
             .into_iter()
-            .map(|((group, version), infos)| {
-                (format!("apis/{group}/{version}"), api.custom_v3_document(group, version, &infos))
-            })
+            .map(|((group, version), infos)| (format!("apis/{group}/{version}"), (group, version, infos)))
+            .filter(|(path, _)| api.v3_document(path).is_none())
+            .map(|(path, (group, version, infos))| (path, api.custom_v3_document(group, version, &infos)))
             .collect();
         self.openapi_index = (!openapi.is_empty())
             .then(|| {

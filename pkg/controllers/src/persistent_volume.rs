@@ -196,6 +196,27 @@ fn consumer_node<'a>(claim: &PersistentVolumeClaim, pods: &'a [Arc<Pod>]) -> Opt
     })
 }
 
+/// A merge patch of the object (or its status) with `meta`; failures are retried on the next sync.
+async fn patch_object<K>(api: &Api<K>, meta: &kube::api::ObjectMeta, patch: serde_json::Value, status: bool) -> bool
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let name = meta.name.clone().unwrap_or_default();
+    let pp = PatchParams { field_manager: Some(MANAGER.into()), ..Default::default() };
+    let r = if status {
+        api.patch_status(&name, &pp, &Patch::Merge(&patch)).await.map(|_| ())
+    } else {
+        api.patch(&name, &pp, &Patch::Merge(&patch)).await.map(|_| ())
+    };
+    match r {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!(object = %name, error = %e, "updating failed; retried on the next sync");
+            false
+        }
+    }
+}
+
 struct Binder {
     ctx: Arc<Context>,
     claims: reflector::Store<PersistentVolumeClaim>,
@@ -223,36 +244,12 @@ impl Binder {
         Api::all(self.ctx.client.clone())
     }
 
-    async fn patch_claim(&self, c: &PersistentVolumeClaim, patch: serde_json::Value, status: bool) {
-        let name = c.metadata.name.clone().unwrap_or_default();
-        let pp = PatchParams { field_manager: Some(MANAGER.into()), ..Default::default() };
-        let api = self.claims_api(c);
-        let r = if status {
-            api.patch_status(&name, &pp, &Patch::Merge(&patch)).await
-        } else {
-            api.patch(&name, &pp, &Patch::Merge(&patch)).await
-        };
-        if let Err(e) = r {
-            tracing::debug!(claim = %name, error = %e, "updating a claim failed; retried on the next sync");
-        }
+    async fn patch_claim(&self, c: &PersistentVolumeClaim, patch: serde_json::Value, status: bool) -> bool {
+        patch_object(&self.claims_api(c), &c.metadata, patch, status).await
     }
 
     async fn patch_volume(&self, v: &PersistentVolume, patch: serde_json::Value, status: bool) -> bool {
-        let name = v.metadata.name.clone().unwrap_or_default();
-        let pp = PatchParams { field_manager: Some(MANAGER.into()), ..Default::default() };
-        let api = self.volumes_api();
-        let r = if status {
-            api.patch_status(&name, &pp, &Patch::Merge(&patch)).await
-        } else {
-            api.patch(&name, &pp, &Patch::Merge(&patch)).await
-        };
-        match r {
-            Ok(_) => true,
-            Err(e) => {
-                tracing::debug!(volume = %name, error = %e, "updating a volume failed; retried on the next sync");
-                false
-            }
-        }
+        patch_object(&self.volumes_api(), &v.metadata, patch, status).await
     }
 
     async fn set_volume_phase(&self, v: &PersistentVolume, phase: &str, message: Option<&str>) {
@@ -423,6 +420,9 @@ impl Binder {
 
     async fn sync(&self) {
         let (claims, volumes, pods) = (self.claims.state(), self.volumes.state(), self.pods.state());
+        // Forget what was told of claims that are gone.
+        let uids: std::collections::HashSet<&str> = claims.iter().filter_map(|c| c.metadata.uid.as_deref()).collect();
+        self.told.lock().unwrap_or_else(|p| p.into_inner()).retain(|(uid, _)| uids.contains(uid.as_str()));
         for c in &claims {
             self.sync_claim(c, &volumes, &pods).await;
         }
