@@ -16,6 +16,7 @@ pub mod printers;
 pub mod protobuf;
 pub mod resources;
 pub mod selectors;
+pub mod storage;
 pub mod strategic;
 pub mod strategies;
 pub mod strategy;

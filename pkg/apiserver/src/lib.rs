@@ -246,9 +246,6 @@ async fn refresh_endpoints(registry: &Registry, endpoint_ip: std::net::IpAddr, p
     }
 }
 
-/// The provisioner of the default `local-path` StorageClass (the kubelet's).
-pub const LOCAL_PATH_PROVISIONER: &str = "k1s.io/local-path";
-
 async fn bootstrap(registry: &Registry) {
     rbac::bootstrap(registry).await;
     let Some(ns) = k1s_api::resources::find("", "v1", "namespaces") else { return };
@@ -263,8 +260,8 @@ async fn bootstrap(registry: &Registry) {
     if let Some(sc) = k1s_api::resources::find("storage.k8s.io", "v1", "storageclasses") {
         let obj = json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
                          "metadata": {"name": "local-path",
-                                      "annotations": {storage_admission::IS_DEFAULT_CLASS: "true"}},
-                         "provisioner": LOCAL_PATH_PROVISIONER, "reclaimPolicy": "Delete",
+                                      "annotations": {k1s_api::storage::IS_DEFAULT_CLASS: "true"}},
+                         "provisioner": k1s_api::storage::LOCAL_PATH_PROVISIONER, "reclaimPolicy": "Delete",
                          "volumeBindingMode": "WaitForFirstConsumer"});
         if let Err(e) = registry.ensure(sc, obj).await {
             tracing::error!(error = %e, "creating the local-path storage class failed");

@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use k1s_store::Store;
 use serde_json::Value;
 
-pub const IS_DEFAULT_CLASS: &str = "storageclass.kubernetes.io/is-default-class";
+use k1s_api::storage::{IS_DEFAULT_CLASS, PVC_PROTECTION, PV_PROTECTION};
 
 pub struct DefaultStorageClass {
     pub store: Store,
@@ -88,8 +88,8 @@ impl MutatingPlugin for StorageObjectInUseProtection {
         Box::pin(async move {
             let r = attrs.resource;
             let finalizer = match r.resource {
-                "persistentvolumeclaims" => "kubernetes.io/pvc-protection",
-                "persistentvolumes" => "kubernetes.io/pv-protection",
+                "persistentvolumeclaims" => PVC_PROTECTION,
+                "persistentvolumes" => PV_PROTECTION,
                 _ => return Ok(()),
             };
             if attrs.operation != Operation::Create || attrs.subresource.is_some() || !r.group.is_empty() {

@@ -20,6 +20,10 @@
 
 use crate::workloads::selector;
 use crate::Context;
+use k1s_api::storage::{
+    annotation, BETA_STORAGE_PROVISIONER, BIND_COMPLETED, BOUND_BY_CONTROLLER, PROVISIONED_BY, PVC_PROTECTION,
+    PV_PROTECTION, SELECTED_NODE, STORAGE_PROVISIONER,
+};
 use k1s_runtime::changes::{signal, sync_on_changes};
 use k1s_runtime::events::EventType;
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod};
@@ -32,14 +36,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const MANAGER: &str = "persistentvolume-binder-controller";
-pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
-pub const STORAGE_PROVISIONER: &str = "volume.kubernetes.io/storage-provisioner";
-const BETA_STORAGE_PROVISIONER: &str = "volume.beta.kubernetes.io/storage-provisioner";
-const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
-const BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
-pub const PROVISIONED_BY: &str = "pv.kubernetes.io/provisioned-by";
-const PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";
-const PV_PROTECTION: &str = "kubernetes.io/pv-protection";
 
 /// The finalizers of `meta` but `finalizer`, if it holds that one.
 fn without(meta: &kube::api::ObjectMeta, finalizer: &str) -> Option<Vec<String>> {
@@ -121,10 +117,6 @@ fn phase_of_volume(v: &PersistentVolume) -> &str {
 
 fn phase_of_claim(c: &PersistentVolumeClaim) -> &str {
     c.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending")
-}
-
-fn annotation<'a>(meta: &'a kube::api::ObjectMeta, key: &str) -> Option<&'a str> {
-    meta.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str)
 }
 
 /// Whether `volume`'s claimRef names `claim` (by namespace and name, and uid when it has one).

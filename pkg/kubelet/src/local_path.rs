@@ -1,7 +1,7 @@
 //! The local-path provisioner of the default `local-path` StorageClass, as k3s's
 //! local-path-provisioner does it but inside the kubelet of the node that holds the volumes:
 //!
-//! - a claim the binder handed to [`PROVISIONER`] (its `volume.kubernetes.io/storage-provisioner`
+//! - a claim the binder handed to `k1s.io/local-path` (its `volume.kubernetes.io/storage-provisioner`
 //!   annotation) whose selected node is this one (or whose class binds `Immediate`) gets a
 //!   PersistentVolume `pvc-<claim uid>`: a `DirectoryOrCreate` hostPath
 //!   `<storage-dir>/pvc-<uid>_<namespace>_<name>`, the claim's size and access modes, the
@@ -11,6 +11,9 @@
 //!   removed, then is deleted.
 
 use crate::Shared;
+use k1s_api::storage::{
+    annotation, LOCAL_PATH_PROVISIONER as PROVISIONER, PROVISIONED_BY, SELECTED_NODE, STORAGE_PROVISIONER,
+};
 use k1s_runtime::changes::{signal, sync_on_changes};
 use k1s_runtime::events::EventType;
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim};
@@ -21,16 +24,6 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The provisioner name of the `local-path` class.
-pub const PROVISIONER: &str = "k1s.io/local-path";
-const STORAGE_PROVISIONER: &str = "volume.kubernetes.io/storage-provisioner";
-const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
-const PROVISIONED_BY: &str = "pv.kubernetes.io/provisioned-by";
-
-fn annotation<'a>(meta: &'a kube::api::ObjectMeta, key: &str) -> Option<&'a str> {
-    meta.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str)
-}
 
 /// The directory of a claim's volume under `storage_dir`.
 pub fn volume_dir(storage_dir: &Path, claim: &PersistentVolumeClaim) -> PathBuf {
