@@ -309,21 +309,39 @@ spec:
     assert!(described.contains("SuccessfulRescale") && described.contains("ScalingActive"), "{described}");
 }
 
-fn volume_pod(name: &str, command: &str) -> String {
+fn volume_pod(name: &str, claim: &str, command: &str) -> String {
     format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  restartPolicy: Never\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: {IMAGE}\n    command: [\"sh\", \"-c\", \"{command}\"]\n    volumeMounts: [{{name: data, mountPath: /data}}]\n  volumes:\n  - name: data\n    persistentVolumeClaim: {{claimName: data}}\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  restartPolicy: Never\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: {IMAGE}\n    command: [\"sh\", \"-c\", \"{command}\"]\n    volumeMounts: [{{name: data, mountPath: /data}}]\n  volumes:\n  - name: data\n    persistentVolumeClaim: {{claimName: {claim}}}\n"
     )
 }
 
 #[test]
 fn persistent_volume_claims_get_local_path_volumes_that_outlive_their_pods() {
     let s = Server::start_node();
-    let claim = "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data}\nspec:\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 64Mi}}\n";
-    s.ok_stdin(&["apply", "-f", "-"], claim);
+    let claim = |name: &str| {
+        format!("apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {name}}}\nspec:\n  accessModes: [ReadWriteOnce]\n  resources: {{requests: {{storage: 64Mi}}}}\n")
+    };
+    // A pod whose claim does not exist is not scheduled: it waits, with upstream's reason, and
+    // runs once the claim is there.
+    s.ok_stdin(&["apply", "-f", "-"], &volume_pod("early", "later", "echo early > /data/greeting"));
+    let why = eventually(Duration::from_secs(60), "the scheduler to explain", || {
+        let m =
+            s.ok(&["get", "pod", "early", "-o", "jsonpath={.status.conditions[?(@.type==\"PodScheduled\")].message}"]);
+        (!m.is_empty()).then_some(m)
+    });
+    assert_eq!(why, "0/1 nodes are available: persistentvolumeclaim \"later\" not found. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.");
+    assert_eq!(s.ok(&["get", "pod", "early", "-o", "jsonpath={.spec.nodeName}"]), "");
+    s.ok_stdin(&["apply", "-f", "-"], &claim("later"));
+    s.ok(&["wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/early", "--timeout=180s"]);
+    assert_eq!(s.ok(&["get", "pvc", "later", "-o", "jsonpath={.status.phase}"]), "Bound");
+    s.ok(&["delete", "pod", "early"]);
+    s.ok(&["delete", "pvc", "later"]);
+
+    s.ok_stdin(&["apply", "-f", "-"], &claim("data"));
     assert_eq!(s.ok(&["get", "pvc", "data", "-o", "jsonpath={.spec.storageClassName}"]), "local-path");
     // The class waits for the first consumer: no volume yet.
     assert_eq!(s.ok(&["get", "pvc", "data", "-o", "jsonpath={.status.phase}"]), "Pending");
-    s.ok_stdin(&["apply", "-f", "-"], &volume_pod("writer", "echo hello > /data/greeting"));
+    s.ok_stdin(&["apply", "-f", "-"], &volume_pod("writer", "data", "echo hello > /data/greeting"));
     s.ok(&["wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/writer", "--timeout=180s"]);
     let pvc = s.json(&["get", "pvc", "data"]);
     assert_eq!(pvc["status"]["phase"], "Bound", "{pvc}");
@@ -338,7 +356,7 @@ fn persistent_volume_claims_get_local_path_volumes_that_outlive_their_pods() {
     assert!(dir.starts_with(s.data_dir().join("storage")), "{}", dir.display());
     assert_eq!(std::fs::read_to_string(dir.join("greeting")).ok().as_deref(), Some("hello\n"), "written on the host");
     // Another pod finds what the first wrote.
-    s.ok_stdin(&["apply", "-f", "-"], &volume_pod("reader", "cat /data/greeting"));
+    s.ok_stdin(&["apply", "-f", "-"], &volume_pod("reader", "data", "cat /data/greeting"));
     s.ok(&["wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/reader", "--timeout=180s"]);
     assert_eq!(s.ok(&["logs", "reader"]).trim(), "hello");
     // Deleting the claim deletes its volume and the data (reclaim policy Delete).

@@ -4,10 +4,10 @@
 //!   it, or one an administrator pre-bound), else to the smallest `Available` volume that fits
 //!   (storage class, access modes, volume mode, capacity, selector): the volume's `claimRef`
 //!   first, then the claim's `volumeName`, then both statuses `Bound`;
-//! - a claim of a `WaitForFirstConsumer` class waits (event `WaitForFirstConsumer`) until a
-//!   pod using it is on a node: that node becomes its `volume.kubernetes.io/selected-node`
-//!   (upstream's scheduler writes it while binding the pod; here it is written once the pod
-//!   is bound, which a single node makes the same);
+//! - a claim of a `WaitForFirstConsumer` class waits (event `WaitForFirstConsumer`) until the
+//!   scheduler, placing a pod that uses it, gives it a volume (the volume's `claimRef`) or its
+//!   `volume.kubernetes.io/selected-node`; a pod placed without the scheduler (`spec.nodeName`)
+//!   gets its node selected here once it is bound;
 //! - a claim no volume fits, whose class has a provisioner, is handed to that provisioner with
 //!   the `volume.kubernetes.io/storage-provisioner` annotation (event `ExternalProvisioning`);
 //! - a volume whose claim is gone is `Released`; `Retain` keeps it so, `Delete` leaves the
@@ -18,17 +18,16 @@
 //!   terminated uses it, a deleted volume its `kubernetes.io/pv-protection` while it is bound
 //!   (upstream's pvc-protection and pv-protection controllers).
 
-use crate::workloads::selector;
 use crate::Context;
 use k1s_api::storage::{
-    annotation, BETA_STORAGE_PROVISIONER, BIND_COMPLETED, BOUND_BY_CONTROLLER, PROVISIONED_BY, PVC_PROTECTION,
-    PV_PROTECTION, SELECTED_NODE, STORAGE_PROVISIONER,
+    annotation, capacity, claim_class as class_of_claim, claim_phase as phase_of_claim, fits, names,
+    volume_phase as phase_of_volume, BETA_STORAGE_PROVISIONER, BIND_COMPLETED, BOUND_BY_CONTROLLER, PROVISIONED_BY,
+    PVC_PROTECTION, PV_PROTECTION, SELECTED_NODE, STORAGE_PROVISIONER,
 };
 use k1s_runtime::changes::{signal, sync_on_changes};
 use k1s_runtime::events::EventType;
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{reflector, watcher, WatchStreamExt};
 use serde_json::json;
@@ -57,102 +56,6 @@ fn in_use(claim: &PersistentVolumeClaim, pods: &[Arc<Pod>]) -> bool {
                     .any(|v| v.persistent_volume_claim.as_ref().is_some_and(|c| c.claim_name == name))
             })
     })
-}
-
-/// Bytes of a quantity such as `1Gi` or `500M` (`None` when it does not parse).
-pub fn bytes(q: &Quantity) -> Option<u128> {
-    let s = q.0.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
-    let (num, suffix) = s.split_at(split);
-    let num: f64 = num.parse().ok()?;
-    let mult: f64 = match suffix {
-        "" => 1.0,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        "m" => 1e-3,
-        _ => return None,
-    };
-    Some((num * mult).ceil() as u128)
-}
-
-fn class_of_claim(c: &PersistentVolumeClaim) -> &str {
-    c.spec.as_ref().and_then(|s| s.storage_class_name.as_deref()).unwrap_or("")
-}
-
-fn class_of_volume(v: &PersistentVolume) -> &str {
-    v.spec.as_ref().and_then(|s| s.storage_class_name.as_deref()).unwrap_or("")
-}
-
-fn requested(c: &PersistentVolumeClaim) -> u128 {
-    c.spec
-        .as_ref()
-        .and_then(|s| s.resources.as_ref())
-        .and_then(|r| r.requests.as_ref())
-        .and_then(|r| r.get("storage"))
-        .and_then(bytes)
-        .unwrap_or(0)
-}
-
-fn capacity(v: &PersistentVolume) -> u128 {
-    v.spec.as_ref().and_then(|s| s.capacity.as_ref()).and_then(|c| c.get("storage")).and_then(bytes).unwrap_or(0)
-}
-
-fn volume_mode(mode: Option<&String>) -> &str {
-    mode.map_or("Filesystem", String::as_str)
-}
-
-fn phase_of_volume(v: &PersistentVolume) -> &str {
-    v.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending")
-}
-
-fn phase_of_claim(c: &PersistentVolumeClaim) -> &str {
-    c.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending")
-}
-
-/// Whether `volume`'s claimRef names `claim` (by namespace and name, and uid when it has one).
-fn names(volume: &PersistentVolume, claim: &PersistentVolumeClaim) -> bool {
-    let Some(r) = volume.spec.as_ref().and_then(|s| s.claim_ref.as_ref()) else { return false };
-    r.name.as_deref() == claim.metadata.name.as_deref()
-        && r.namespace.as_deref() == claim.metadata.namespace.as_deref()
-        && r.uid.as_deref().is_none_or(|u| u.is_empty() || Some(u) == claim.metadata.uid.as_deref())
-}
-
-/// Whether an unclaimed `volume` can hold `claim` (upstream's `findMatchingVolume` rules).
-pub fn fits(volume: &PersistentVolume, claim: &PersistentVolumeClaim) -> bool {
-    let (Some(vs), Some(cs)) = (volume.spec.as_ref(), claim.spec.as_ref()) else { return false };
-    if vs.claim_ref.is_some() || volume.metadata.deletion_timestamp.is_some() || phase_of_volume(volume) != "Available"
-    {
-        return false;
-    }
-    if class_of_volume(volume) != class_of_claim(claim) {
-        return false;
-    }
-    if volume_mode(vs.volume_mode.as_ref()) != volume_mode(cs.volume_mode.as_ref()) {
-        return false;
-    }
-    let modes = vs.access_modes.as_deref().unwrap_or_default();
-    if !cs.access_modes.iter().flatten().all(|m| modes.contains(m)) {
-        return false;
-    }
-    if capacity(volume) < requested(claim) {
-        return false;
-    }
-    if let Some(sel) = &cs.selector {
-        if !selector::matches(Some(sel), volume.metadata.labels.as_ref()) {
-            return false;
-        }
-    }
-    true
 }
 
 fn claim_ref(c: &PersistentVolumeClaim) -> ObjectReference {
@@ -466,9 +369,11 @@ pub async fn run(ctx: Arc<Context>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k1s_api::storage::bytes;
     use k8s_openapi::api::core::v1::{
         PersistentVolumeClaimSpec, PersistentVolumeSpec, PersistentVolumeStatus, VolumeResourceRequirements,
     };
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use std::collections::BTreeMap;
 
     fn volume(name: &str, class: &str, size: &str, modes: &[&str]) -> PersistentVolume {

@@ -1,9 +1,9 @@
 //! What the scheduler asks of the API server: bind a pod, patch a pod's status, delete a
-//! preemption victim, record an event. A trait, so the scheduling driver runs against a fake in
+//! preemption victim, record an event, give a volume its claim or a claim its node. A trait, so the scheduling driver runs against a fake in
 //! unit tests; [`KubeApi`] is the real one over the component's HTTPS client.
 
 use k1s_runtime::events::{reference, EventType, Recorder};
-use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::Value;
@@ -35,12 +35,14 @@ pub enum ApiError {
     PatchStatus { namespace: String, name: String, message: String, not_found: bool },
     #[error("deleting pod {namespace}/{name}: {message}")]
     Delete { namespace: String, name: String, message: String, not_found: bool },
+    #[error("updating {what}: {message}")]
+    Storage { what: String, message: String },
 }
 
 impl ApiError {
     pub fn is_not_found(&self) -> bool {
         match self {
-            ApiError::Bind { .. } => false,
+            ApiError::Bind { .. } | ApiError::Storage { .. } => false,
             ApiError::PatchStatus { not_found, .. } | ApiError::Delete { not_found, .. } => *not_found,
         }
     }
@@ -56,6 +58,15 @@ pub trait SchedulerApi: Send + Sync + 'static {
     fn delete_pod(&self, pod: &PodRef) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Records an event about the pod; best effort.
     fn event(&self, pod: &PodRef, kind: EventType, reason: &str, message: &str) -> impl Future<Output = ()> + Send;
+    /// A merge patch of a PersistentVolume.
+    fn patch_volume(&self, name: &str, patch: Value) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// A merge patch of a PersistentVolumeClaim.
+    fn patch_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: Value,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
 }
 
 /// [`SchedulerApi`] over a `kube::Client`.
@@ -128,5 +139,23 @@ impl SchedulerApi for KubeApi {
 
     async fn event(&self, pod: &PodRef, kind: EventType, reason: &str, message: &str) {
         self.recorder.record(&pod.object_reference(), kind, reason, message).await;
+    }
+
+    async fn patch_volume(&self, name: &str, patch: Value) -> Result<(), ApiError> {
+        let pp = PatchParams { field_manager: Some(COMPONENT.into()), ..Default::default() };
+        let api: Api<PersistentVolume> = Api::all(self.client.clone());
+        api.patch(name, &pp, &Patch::Merge(patch))
+            .await
+            .map(|_| ())
+            .map_err(|e| ApiError::Storage { what: format!("persistentvolume {name:?}"), message: e.to_string() })
+    }
+
+    async fn patch_claim(&self, namespace: &str, name: &str, patch: Value) -> Result<(), ApiError> {
+        let pp = PatchParams { field_manager: Some(COMPONENT.into()), ..Default::default() };
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), namespace);
+        api.patch(name, &pp, &Patch::Merge(patch)).await.map(|_| ()).map_err(|e| ApiError::Storage {
+            what: format!("persistentvolumeclaim \"{namespace}/{name}\""),
+            message: e.to_string(),
+        })
     }
 }

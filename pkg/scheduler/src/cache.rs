@@ -6,9 +6,10 @@
 
 use crate::matching::{labels_of, Labels};
 use crate::node_info::{NodeInfo, PodInfo};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::StorageClass;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -22,6 +23,8 @@ pub enum ClusterEvent {
     AssignedPodUpdate,
     /// A bound pod went away (deleted, or finished and no longer holds resources).
     AssignedPodDelete,
+    /// A PersistentVolumeClaim, PersistentVolume or StorageClass was added or updated.
+    StorageChange,
 }
 
 /// What changed on an updated node, as far as scheduling cares.
@@ -60,10 +63,24 @@ pub struct Cache {
     pdbs: BTreeMap<(String, String), PodDisruptionBudget>,
     /// uid ▶ (node, pod): pods waiting for a node their preemption freed.
     nominated: HashMap<String, (String, Arc<PodInfo>)>,
+    claims: HashMap<(String, String), Arc<PersistentVolumeClaim>>,
+    volumes: BTreeMap<String, Arc<PersistentVolume>>,
+    classes: HashMap<String, Arc<StorageClass>>,
+    /// Claim ▶ node: claims an assumed pod has chosen to provision on that node, until the claim
+    /// shows it (upstream's assumed claims).
+    assumed_claims: HashMap<(String, String), String>,
+    /// Volumes an assumed pod has chosen for one of its claims, until that binding is done.
+    assumed_volumes: HashSet<String>,
 }
 
 fn key_of(namespace: Option<&String>, name: Option<&String>) -> (String, String) {
     (namespace.cloned().unwrap_or_default(), name.cloned().unwrap_or_default())
+}
+
+/// A storage object's add, or an update that changed it, is an event (upstream registers
+/// VolumeBinding for their adds and updates).
+fn changed<T: PartialEq>(old: Option<&T>, new: &T) -> Option<ClusterEvent> {
+    (old != Some(new)).then_some(ClusterEvent::StorageChange)
 }
 
 impl Cache {
@@ -324,6 +341,101 @@ impl Cache {
     /// Pods nominated to `node`.
     pub fn nominated_on<'a>(&'a self, node: &'a str) -> impl Iterator<Item = &'a Arc<PodInfo>> + 'a {
         self.nominated.values().filter(move |(n, _)| n == node).map(|(_, p)| p)
+    }
+
+    // ---- storage ---------------------------------------------------------------------------
+
+    pub fn set_claim(&mut self, c: PersistentVolumeClaim) -> Option<ClusterEvent> {
+        let key = key_of(c.metadata.namespace.as_ref(), c.metadata.name.as_ref());
+        let c = Arc::new(c);
+        let old = self.claims.insert(key, c.clone());
+        changed(old.as_deref(), &c)
+    }
+
+    pub fn remove_claim(&mut self, namespace: &str, name: &str) {
+        self.claims.remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    pub fn retain_claims(&mut self, seen: &HashSet<(String, String)>) {
+        self.claims.retain(|k, _| seen.contains(k));
+    }
+
+    pub fn claim(&self, namespace: &str, name: &str) -> Option<Arc<PersistentVolumeClaim>> {
+        self.claims.get(&(namespace.to_string(), name.to_string())).cloned()
+    }
+
+    pub fn set_volume(&mut self, v: PersistentVolume) -> Option<ClusterEvent> {
+        let name = v.metadata.name.clone().unwrap_or_default();
+        let v = Arc::new(v);
+        let old = self.volumes.insert(name, v.clone());
+        changed(old.as_deref(), &v)
+    }
+
+    pub fn remove_volume(&mut self, name: &str) {
+        self.volumes.remove(name);
+    }
+
+    pub fn retain_volumes(&mut self, seen: &HashSet<String>) {
+        self.volumes.retain(|k, _| seen.contains(k));
+    }
+
+    pub fn volume(&self, name: &str) -> Option<Arc<PersistentVolume>> {
+        self.volumes.get(name).cloned()
+    }
+
+    pub fn volumes_of_class(&self, class: &str) -> Vec<Arc<PersistentVolume>> {
+        self.volumes.values().filter(|v| k1s_api::storage::volume_class(v) == class).cloned().collect()
+    }
+
+    pub fn set_class(&mut self, c: StorageClass) -> Option<ClusterEvent> {
+        let name = c.metadata.name.clone().unwrap_or_default();
+        let c = Arc::new(c);
+        let old = self.classes.insert(name, c.clone());
+        changed(old.as_deref(), &c)
+    }
+
+    pub fn remove_class(&mut self, name: &str) {
+        self.classes.remove(name);
+    }
+
+    pub fn retain_classes(&mut self, seen: &HashSet<String>) {
+        self.classes.retain(|k, _| seen.contains(k));
+    }
+
+    pub fn class(&self, name: &str) -> Option<Arc<StorageClass>> {
+        (!name.is_empty()).then(|| self.classes.get(name).cloned()).flatten()
+    }
+
+    /// The node an assumed pod chose to provision `claim` on.
+    pub fn assumed_node_of(&self, claim: &PersistentVolumeClaim) -> Option<String> {
+        let key = key_of(claim.metadata.namespace.as_ref(), claim.metadata.name.as_ref());
+        self.assumed_claims.get(&key).cloned()
+    }
+
+    pub fn volume_assumed(&self, name: &str) -> bool {
+        self.assumed_volumes.contains(name)
+    }
+
+    /// Records the volume decisions of a pod assumed onto `node`.
+    pub fn assume_volumes(&mut self, plan: &crate::volumes::VolumePlan, node: &str) {
+        for (v, _) in &plan.bindings {
+            self.assumed_volumes.insert(v.metadata.name.clone().unwrap_or_default());
+        }
+        for c in &plan.provisions {
+            let key = key_of(c.metadata.namespace.as_ref(), c.metadata.name.as_ref());
+            self.assumed_claims.insert(key, node.to_string());
+        }
+    }
+
+    /// Drops them once the binding is over, done or failed (the claims and volumes themselves
+    /// then tell).
+    pub fn forget_volumes(&mut self, plan: &crate::volumes::VolumePlan) {
+        for (v, _) in &plan.bindings {
+            self.assumed_volumes.remove(v.metadata.name.as_deref().unwrap_or_default());
+        }
+        for c in &plan.provisions {
+            self.assumed_claims.remove(&key_of(c.metadata.namespace.as_ref(), c.metadata.name.as_ref()));
+        }
     }
 
     // ---- budgets and namespaces ------------------------------------------------------------

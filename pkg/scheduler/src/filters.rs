@@ -1,12 +1,13 @@
 //! Filter plugins, in upstream's default order: NodeUnschedulable, NodeName, TaintToleration
 //! (with the Ready condition's taint), NodeAffinity (nodeSelector and required terms), NodePorts,
-//! NodeResourcesFit, InterPodAffinity. A node passes when every plugin accepts it; the first
+//! NodeResourcesFit, VolumeBinding, InterPodAffinity. A node passes when every plugin accepts it; the first
 //! rejection is the node's [`Status`], with upstream's reason strings.
 
 use crate::cache::Cache;
 use crate::interpod::InterPodState;
 use crate::matching::{first_untolerated, node_matches_pod, tolerated};
 use crate::node_info::{NodeInfo, PodInfo, UNSCHEDULABLE_TAINT};
+use crate::volumes::{self, PodClaims};
 use k8s_openapi::api::core::v1::Taint;
 use std::sync::Arc;
 
@@ -25,6 +26,7 @@ pub enum Plugin {
     NodeAffinity,
     NodePorts,
     NodeResourcesFit,
+    VolumeBinding,
     InterPodAffinity,
 }
 
@@ -59,12 +61,15 @@ impl Status {
 pub struct CycleState {
     pub pod: Arc<PodInfo>,
     pub inter_pod: InterPodState,
+    /// VolumeBinding's PreFilter: the pod's claims, or why no node can take the pod.
+    pub volumes: Result<Option<PodClaims>, String>,
 }
 
 impl CycleState {
     pub fn new(cache: &Cache, pod: Arc<PodInfo>) -> CycleState {
         let inter_pod = InterPodState::compute(cache, &pod);
-        CycleState { pod, inter_pod }
+        let volumes = volumes::pre_filter(cache, &pod);
+        CycleState { pod, inter_pod, volumes }
     }
 }
 
@@ -153,6 +158,21 @@ fn node_resources_fit(pod: &PodInfo, node: &NodeInfo) -> Result<(), Status> {
     Err(Status { code: Code::Unschedulable, plugin: Some(Plugin::NodeResourcesFit), reasons })
 }
 
+fn volume_binding(state: &CycleState, node: &NodeInfo) -> Result<(), Status> {
+    let claims = match &state.volumes {
+        Ok(None) => return Ok(()),
+        Ok(Some(claims)) => claims,
+        Err(reason) => {
+            return Err(Status::new(Code::UnschedulableAndUnresolvable, Plugin::VolumeBinding, reason.clone()))
+        }
+    };
+    volumes::filter(claims, node).map(|_| ()).map_err(|reasons| Status {
+        code: Code::UnschedulableAndUnresolvable,
+        plugin: Some(Plugin::VolumeBinding),
+        reasons: reasons.into_iter().map(str::to_string).collect(),
+    })
+}
+
 fn inter_pod_affinity(state: &CycleState, node: &NodeInfo) -> Result<(), Status> {
     if state.inter_pod.is_empty() {
         return Ok(());
@@ -172,6 +192,7 @@ pub fn run_filters(state: &CycleState, node: &NodeInfo) -> Result<(), Status> {
     node_affinity(pod, node)?;
     node_ports(pod, node)?;
     node_resources_fit(pod, node)?;
+    volume_binding(state, node)?;
     inter_pod_affinity(state, node)
 }
 

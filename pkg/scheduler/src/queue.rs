@@ -92,6 +92,8 @@ pub fn event_may_help(event: ClusterEvent, plugins: &BTreeSet<Plugin>) -> bool {
         (Plugin::NodeResourcesFit, ClusterEvent::AssignedPodUpdate) => true,
         (Plugin::NodeUnschedulable | Plugin::TaintToleration, ClusterEvent::NodeUpdate(c)) => c.taints,
         (Plugin::NodeAffinity | Plugin::InterPodAffinity, ClusterEvent::NodeUpdate(c)) => c.labels,
+        (Plugin::VolumeBinding, ClusterEvent::StorageChange) => true,
+        (Plugin::VolumeBinding, ClusterEvent::NodeUpdate(c)) => c.labels || c.taints,
         (Plugin::InterPodAffinity, ClusterEvent::AssignedPodAdd)
         | (Plugin::InterPodAffinity, ClusterEvent::AssignedPodUpdate)
         | (Plugin::InterPodAffinity, ClusterEvent::AssignedPodDelete) => true,

@@ -3,7 +3,7 @@
 //! (`0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint {a: b}.`).
 
 use crate::cache::Cache;
-use crate::filters::{run_filters_with_nominated, CycleState, Plugin, Status};
+use crate::filters::{run_filters_with_nominated, Code, CycleState, Plugin, Status};
 use crate::node_info::NodeInfo;
 use crate::scores::{score_nodes, select_best};
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,6 +17,8 @@ pub struct FitError {
     pub num_all_nodes: usize,
     /// Node name ▶ why it was rejected.
     pub statuses: BTreeMap<String, Status>,
+    /// Why PreFilter rejected the pod for every node (the statuses then all say so too).
+    pub pre_filter: Option<String>,
 }
 
 /// `0/N nodes are available: <count reason>, ….` with reasons counted over `statuses`, plus
@@ -47,7 +49,10 @@ pub fn summarize<'a>(
 impl FitError {
     /// The message without preemption's part.
     pub fn message(&self) -> String {
-        summarize(self.num_all_nodes, self.statuses.values(), None)
+        match &self.pre_filter {
+            Some(reason) => format!("0/{} nodes are available: {reason}.", self.num_all_nodes),
+            None => summarize(self.num_all_nodes, self.statuses.values(), None),
+        }
     }
 
     /// The plugins that rejected the pod somewhere (what cluster events may help it).
@@ -69,6 +74,15 @@ pub fn find_node(cache: &Cache, state: &CycleState, pick: impl FnMut(usize) -> u
     if num_all_nodes == 0 {
         return Err(ScheduleError::NoNodes);
     }
+    if let Err(reason) = &state.volumes {
+        let status = Status {
+            code: Code::UnschedulableAndUnresolvable,
+            plugin: Some(Plugin::VolumeBinding),
+            reasons: vec![reason.clone()],
+        };
+        let statuses = cache.nodes().map(|n| (n.name.clone(), status.clone())).collect();
+        return Err(ScheduleError::Fit(FitError { num_all_nodes, statuses, pre_filter: Some(reason.clone()) }));
+    }
     if let Some(nominated) = state.pod.nominated_node().and_then(|n| cache.node(n)) {
         if run_filters_with_nominated(cache, state, nominated).is_ok() {
             return Ok(nominated.name.clone());
@@ -85,7 +99,7 @@ pub fn find_node(cache: &Cache, state: &CycleState, pick: impl FnMut(usize) -> u
         }
     }
     match feasible.len() {
-        0 => Err(ScheduleError::Fit(FitError { num_all_nodes, statuses })),
+        0 => Err(ScheduleError::Fit(FitError { num_all_nodes, statuses, pre_filter: None })),
         1 => Ok(feasible[0].name.clone()),
         _ => {
             let scores = score_nodes(cache, &state.pod, &feasible);
@@ -98,7 +112,6 @@ pub fn find_node(cache: &Cache, state: &CycleState, pick: impl FnMut(usize) -> u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::filters::Code;
     use crate::testing::{node, pod, NodeBuilder};
 
     fn cache_with(nodes: Vec<NodeBuilder>) -> Cache {

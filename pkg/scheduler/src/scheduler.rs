@@ -1,8 +1,10 @@
 //! The driver: watch events feed the cache and the queue; the scheduling loop pops one pod at
 //! a time, decides against the in-memory snapshot (filter ▶ score, or preemption), assumes the
 //! pod onto its node at once and binds it in the background, so decisions never wait for the API
-//! (upstream's scheduling and binding cycles). Failures patch `PodScheduled=False`, record a
-//! `FailedScheduling` event and park the pod until a cluster event may help it.
+//! (upstream's scheduling and binding cycles); a pod whose claims still need binding waits, in
+//! its binding cycle, until the PersistentVolume binder has bound them (VolumeBinding's PreBind).
+//! Failures patch `PodScheduled=False`, record a `FailedScheduling` event and park the pod until
+//! a cluster event may help it.
 
 use crate::api::{PodRef, SchedulerApi, COMPONENT};
 use crate::cache::{Cache, ClusterEvent};
@@ -11,16 +13,20 @@ use crate::node_info::PodInfo;
 use crate::preemption::{preempt, Candidate, Preemption};
 use crate::queue::SchedulingQueue;
 use crate::schedule::{find_node, ScheduleError, ERR_NO_NODES};
+use crate::volumes::{check_bindings, VolumePlan};
+use k1s_api::storage::{annotation, names, BOUND_BY_CONTROLLER, SELECTED_NODE};
 use k1s_runtime::events::EventType;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::watcher::Event;
+use kube::ResourceExt;
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
 
@@ -28,6 +34,9 @@ use tokio::task::JoinHandle;
 const MAX_CONCURRENT_BINDINGS: usize = 16;
 /// Status patches and events after bindings in flight at once: fewer, so bindings go first.
 const MAX_CONCURRENT_REPORTS: usize = 4;
+/// How long a binding cycle waits for the pod's claims to be bound (upstream's
+/// `bindTimeoutSeconds`).
+const VOLUME_BIND_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Which watches have delivered their first complete listing.
 #[derive(Debug, Default)]
@@ -37,11 +46,21 @@ struct Synced {
     priority_classes: bool,
     pdbs: bool,
     namespaces: bool,
+    claims: bool,
+    volumes: bool,
+    storage_classes: bool,
 }
 
 impl Synced {
     fn all(&self) -> bool {
-        self.pods && self.nodes && self.priority_classes && self.pdbs && self.namespaces
+        self.pods
+            && self.nodes
+            && self.priority_classes
+            && self.pdbs
+            && self.namespaces
+            && self.claims
+            && self.volumes
+            && self.storage_classes
     }
 }
 
@@ -53,6 +72,21 @@ struct Relist {
     priority_classes: Option<HashSet<String>>,
     pdbs: Option<HashSet<(String, String)>>,
     namespaces: Option<HashSet<String>>,
+    claims: Option<Keys>,
+    volumes: Option<Keys>,
+    storage_classes: Option<Keys>,
+}
+
+/// (namespace, name) keys; the namespace is empty for cluster-scoped objects.
+type Keys = HashSet<(String, String)>;
+
+/// Where one storage watch keeps its state, and how its objects enter the cache.
+struct StorageWatch<K> {
+    relist: fn(&mut Relist) -> &mut Option<Keys>,
+    synced: fn(&mut Synced) -> &mut bool,
+    set: fn(&mut Cache, K) -> Option<ClusterEvent>,
+    remove: fn(&mut Cache, &(String, String)),
+    retain: fn(&mut Cache, &Keys),
 }
 
 #[derive(Debug, Default)]
@@ -88,6 +122,8 @@ pub struct Scheduler<A: SchedulerApi> {
     api: A,
     binding_slots: Semaphore,
     report_slots: Semaphore,
+    /// Claims or volumes changed: binding cycles waiting for their claims look again.
+    volumes_changed: Notify,
 }
 
 fn pod_ref(p: &PodInfo) -> PodRef {
@@ -175,6 +211,7 @@ impl<A: SchedulerApi> Scheduler<A> {
             api,
             binding_slots: Semaphore::new(MAX_CONCURRENT_BINDINGS),
             report_slots: Semaphore::new(MAX_CONCURRENT_REPORTS),
+            volumes_changed: Notify::new(),
         }
     }
 
@@ -357,6 +394,70 @@ impl<A: SchedulerApi> Scheduler<A> {
         }
     }
 
+    fn on_storage<K: kube::Resource>(&self, event: Event<K>, w: StorageWatch<K>) {
+        let key = |o: &K| (o.namespace().unwrap_or_default(), o.name_any());
+        let mut st = self.lock();
+        match event {
+            Event::Init => *(w.relist)(&mut st.relist) = Some(HashSet::new()),
+            Event::InitApply(o) | Event::Apply(o) => {
+                let k = key(&o);
+                if let Some(seen) = (w.relist)(&mut st.relist).as_mut() {
+                    seen.insert(k);
+                }
+                let event = (w.set)(&mut st.cache, o);
+                self.moved(&mut st, event);
+            }
+            Event::InitDone => {
+                let seen = (w.relist)(&mut st.relist).take().unwrap_or_default();
+                (w.retain)(&mut st.cache, &seen);
+                *(w.synced)(&mut st.synced) = true;
+                self.wake.notify_one();
+            }
+            Event::Delete(o) => (w.remove)(&mut st.cache, &key(&o)),
+        }
+        drop(st);
+        self.volumes_changed.notify_waiters();
+    }
+
+    pub fn on_claim(&self, event: Event<PersistentVolumeClaim>) {
+        self.on_storage(
+            event,
+            StorageWatch {
+                relist: |r| &mut r.claims,
+                synced: |s| &mut s.claims,
+                set: Cache::set_claim,
+                remove: |c, (ns, name)| c.remove_claim(ns, name),
+                retain: Cache::retain_claims,
+            },
+        );
+    }
+
+    pub fn on_volume(&self, event: Event<PersistentVolume>) {
+        self.on_storage(
+            event,
+            StorageWatch {
+                relist: |r| &mut r.volumes,
+                synced: |s| &mut s.volumes,
+                set: Cache::set_volume,
+                remove: |c, (_, name)| c.remove_volume(name),
+                retain: |c, seen| c.retain_volumes(&seen.iter().map(|(_, n)| n.clone()).collect()),
+            },
+        );
+    }
+
+    pub fn on_storage_class(&self, event: Event<StorageClass>) {
+        self.on_storage(
+            event,
+            StorageWatch {
+                relist: |r| &mut r.storage_classes,
+                synced: |s| &mut s.storage_classes,
+                set: Cache::set_class,
+                remove: |c, (_, name)| c.remove_class(name),
+                retain: |c, seen| c.retain_classes(&seen.iter().map(|(_, n)| n.clone()).collect()),
+            },
+        );
+    }
+
     // ---- scheduling ------------------------------------------------------------------------
 
     /// Schedules the next queued pod, if any, once every watch has synced. The returned task
@@ -370,10 +471,15 @@ impl<A: SchedulerApi> Scheduler<A> {
         let state = CycleState::new(&st.cache, pod.clone());
         let failure = match find_node(&st.cache, &state, |n| rand::random_range(0..n.max(1))) {
             Ok(node) => {
+                let plan = match (&state.volumes, st.cache.node(&node)) {
+                    (Ok(Some(claims)), Some(info)) => crate::volumes::filter(claims, info).unwrap_or_default(),
+                    _ => VolumePlan::default(),
+                };
                 st.cache.assume(pod.clone(), &node);
+                st.cache.assume_volumes(&plan, &node);
                 drop(st);
                 tracing::debug!(pod = %format!("{}/{}", pod.namespace, pod.name), node, "assumed");
-                return Some(tokio::spawn(self.clone().bind(pod, node)));
+                return Some(tokio::spawn(self.clone().bind(pod, node, plan)));
             }
             // Upstream counts this as unschedulable (unresolvable), not as an error: the pod
             // waits for a node to appear.
@@ -414,12 +520,63 @@ impl<A: SchedulerApi> Scheduler<A> {
         Some(tokio::spawn(self.clone().fail(pod, failure)))
     }
 
-    async fn bind(self: Arc<Self>, pod: Arc<PodInfo>, node: String) {
+    /// VolumeBinding's PreBind: gives the chosen volumes their claims and the claims to provision
+    /// their node, then waits until the binder has bound them all.
+    async fn pre_bind(&self, pod: &PodInfo, node: &str, plan: &VolumePlan) -> Result<(), String> {
+        if plan.is_empty() {
+            return Ok(());
+        }
+        for (v, c) in plan.bindings.iter().filter(|(v, c)| !names(v, c)) {
+            let claim_ref = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "namespace": c.metadata.namespace, "name": c.metadata.name, "uid": c.metadata.uid,
+                "resourceVersion": c.metadata.resource_version});
+            let patch = json!({"metadata": {"resourceVersion": v.metadata.resource_version,
+                                            "annotations": {BOUND_BY_CONTROLLER: "yes"}},
+                               "spec": {"claimRef": claim_ref}});
+            self.api.patch_volume(&v.name_any(), patch).await.map_err(|e| e.to_string())?;
+        }
+        for c in plan.provisions.iter().filter(|c| annotation(&c.metadata, SELECTED_NODE) != Some(node)) {
+            let patch = json!({"metadata": {"resourceVersion": c.metadata.resource_version,
+                                            "annotations": {SELECTED_NODE: node}}});
+            let namespace = c.metadata.namespace.as_deref().unwrap_or_default();
+            self.api.patch_claim(namespace, &c.name_any(), patch).await.map_err(|e| e.to_string())?;
+        }
+        let deadline = tokio::time::Instant::now() + VOLUME_BIND_TIMEOUT;
+        loop {
+            let changed = self.volumes_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            {
+                let st = self.lock();
+                if !st.cache.is_assumed(&pod.uid) {
+                    return Err("pod does not exist any more".into());
+                }
+                if check_bindings(&st.cache, plan, node).map_err(|e| format!("binding volumes: {e}"))? {
+                    return Ok(());
+                }
+            }
+            // Upstream polls every second; the watches usually answer sooner.
+            let poll = tokio::time::Instant::now() + Duration::from_secs(1);
+            tokio::select! {
+                _ = changed => {}
+                _ = tokio::time::sleep_until(poll.min(deadline)) => {}
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err("binding volumes: context deadline exceeded".into());
+            }
+        }
+    }
+
+    async fn bind(self: Arc<Self>, pod: Arc<PodInfo>, node: String, plan: VolumePlan) {
         let r = pod_ref(&pod);
-        let bound = {
-            let _slot = self.binding_slots.acquire().await;
-            self.api.bind(&r, &node).await
+        let bound = match self.pre_bind(&pod, &node, &plan).await {
+            Err(e) => Err(format!("running PreBind plugin \"VolumeBinding\": {e}")),
+            Ok(()) => {
+                let _slot = self.binding_slots.acquire().await;
+                self.api.bind(&r, &node).await.map_err(|e| format!("Binding rejected: {e}"))
+            }
         };
+        self.lock().cache.forget_volumes(&plan);
         let report = match bound {
             Ok(()) => {
                 {
@@ -431,8 +588,8 @@ impl<A: SchedulerApi> Scheduler<A> {
                 let msg = format!("Successfully assigned {}/{} to {node}", r.namespace, r.name);
                 Some((None, EventType::Normal, "Scheduled", msg))
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "binding failed; retrying after back-off");
+            Err(msg) => {
+                tracing::warn!(error = %msg, "binding failed; retrying after back-off");
                 let still_pending = {
                     let mut st = self.lock();
                     st.cache.forget(&pod.uid);
@@ -443,7 +600,6 @@ impl<A: SchedulerApi> Scheduler<A> {
                 self.wake.notify_one();
                 // A pod someone else bound or deleted meanwhile needs no report.
                 still_pending.then(|| {
-                    let msg = format!("Binding rejected: {e}");
                     let patch = unschedulable_patch(&pod.pod, "SchedulerError", &msg, &Nomination::Keep);
                     (patch, EventType::Warning, "FailedScheduling", msg)
                 })
@@ -548,6 +704,8 @@ mod tests {
         Patch(String, Value),
         Delete(String),
         Event(String, EventType, String, String),
+        PatchVolume(String, Value),
+        PatchClaim(String, Value),
     }
 
     #[derive(Default)]
@@ -586,6 +744,14 @@ mod tests {
         async fn event(&self, pod: &PodRef, kind: EventType, reason: &str, message: &str) {
             self.push(Call::Event(pod.name.clone(), kind, reason.into(), message.into()));
         }
+        async fn patch_volume(&self, name: &str, patch: Value) -> Result<(), ApiError> {
+            self.push(Call::PatchVolume(name.into(), patch));
+            Ok(())
+        }
+        async fn patch_claim(&self, _namespace: &str, name: &str, patch: Value) -> Result<(), ApiError> {
+            self.push(Call::PatchClaim(name.into(), patch));
+            Ok(())
+        }
     }
 
     fn synced_scheduler() -> Arc<Scheduler<FakeApi>> {
@@ -600,7 +766,41 @@ mod tests {
         s.on_pdb(Event::InitDone);
         s.on_namespace(Event::Init);
         s.on_namespace(Event::InitDone);
+        s.on_claim(Event::Init);
+        s.on_claim(Event::InitDone);
+        s.on_volume(Event::Init);
+        s.on_volume(Event::InitDone);
+        s.on_storage_class(Event::Init);
+        s.on_storage_class(Event::InitDone);
         s
+    }
+
+    fn claim_pod(name: &str, claim: &str) -> Pod {
+        let mut p = pod(name).build();
+        p.spec.as_mut().expect("spec").volumes =
+            Some(vec![serde_json::from_value(json!({"name": "data", "persistentVolumeClaim": {"claimName": claim}}))
+                .expect("volume")]);
+        p
+    }
+
+    fn claim(name: &str, extra: Value) -> PersistentVolumeClaim {
+        let mut c = json!({"metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"),
+                                        "resourceVersion": "7"},
+                           "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-path",
+                                    "resources": {"requests": {"storage": "1Gi"}}}});
+        merge(&mut c, extra);
+        serde_json::from_value(c).expect("claim")
+    }
+
+    fn merge(into: &mut Value, from: Value) {
+        match (into, from) {
+            (Value::Object(a), Value::Object(b)) => {
+                for (k, v) in b {
+                    merge(a.entry(k).or_insert(Value::Null), v);
+                }
+            }
+            (slot, v) => *slot = v,
+        }
     }
 
     fn take_calls(s: &Scheduler<FakeApi>) -> Vec<Call> {
@@ -798,5 +998,91 @@ mod tests {
         let changed = unschedulable_patch(&p, "Unschedulable", "m2", &Nomination::Keep).expect("patch");
         // Same status: the transition time stays.
         assert!(changed.pointer("/status/conditions/0/lastTransitionTime").is_none());
+    }
+    #[tokio::test]
+    async fn a_pod_waits_for_its_claim_with_upstreams_message_and_is_bound_once_the_claim_is() {
+        let s = synced_scheduler();
+        s.on_node(Event::Apply(node("n1", "4", "4Gi").build()));
+        s.on_storage_class(Event::Apply(
+            serde_json::from_value(json!({"metadata": {"name": "local-path"}, "provisioner": "k1s.io/local-path",
+                                          "volumeBindingMode": "WaitForFirstConsumer"}))
+            .expect("class"),
+        ));
+        s.on_pod(Event::Apply(claim_pod("p", "data")));
+        let calls = schedule(&s).await;
+        let msg = "0/1 nodes are available: persistentvolumeclaim \"data\" not found. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.";
+        assert_eq!(
+            condition(&calls[0]),
+            Some(("p".into(), "False".into(), Some("Unschedulable".into()), Some(msg.into())))
+        );
+        assert!(s.schedule_one().is_none(), "parked until the storage changes");
+        // The claim appears: the pod is retried, its node selected, and it waits for the binder.
+        s.on_claim(Event::Apply(claim("data", json!({}))));
+        let waiting = s.schedule_one().expect("retried on the claim's arrival");
+        let patched = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                if let Some(c) = take_calls(&s).into_iter().next() {
+                    return c;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("the claim is patched");
+        assert_eq!(
+            patched,
+            Call::PatchClaim(
+                "data".into(),
+                json!({"metadata": {"resourceVersion": "7", "annotations": {SELECTED_NODE: "n1"}}})
+            )
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(take_calls(&s).is_empty(), "the pod is not bound before its claim");
+        s.on_claim(Event::Apply(claim("data", json!({"metadata": {"annotations": {SELECTED_NODE: "n1"}}}))));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(take_calls(&s).is_empty(), "selected but not yet bound");
+        let bound = json!({"metadata": {"annotations": {SELECTED_NODE: "n1", "pv.kubernetes.io/bind-completed": "yes"}},
+                           "spec": {"volumeName": "pvc-1"}});
+        s.on_claim(Event::Apply(claim("data", bound)));
+        tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("bound in time").expect("task");
+        assert_eq!(take_calls(&s)[0], Call::Bind("p".into(), "n1".into()));
+    }
+
+    #[tokio::test]
+    async fn a_static_volume_is_given_its_claim_before_the_pod_is_bound() {
+        let s = synced_scheduler();
+        s.on_node(Event::Apply(node("n1", "4", "4Gi").build()));
+        s.on_storage_class(Event::Apply(
+            serde_json::from_value(
+                json!({"metadata": {"name": "local-path"}, "provisioner": "kubernetes.io/no-provisioner",
+                                          "volumeBindingMode": "WaitForFirstConsumer"}),
+            )
+            .expect("class"),
+        ));
+        s.on_claim(Event::Apply(claim("data", json!({}))));
+        s.on_pod(Event::Apply(claim_pod("p", "data")));
+        let calls = schedule(&s).await;
+        let msg = "0/1 nodes are available: 1 node(s) didn't find available persistent volumes to bind. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.";
+        assert_eq!(condition(&calls[0]).and_then(|c| c.3).as_deref(), Some(msg));
+        let volume: PersistentVolume = serde_json::from_value(json!({"metadata": {"name": "pv1", "resourceVersion": "3"},
+            "spec": {"capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "local-path"},
+            "status": {"phase": "Available"}}))
+        .expect("volume");
+        s.on_volume(Event::Apply(volume.clone()));
+        let waiting = s.schedule_one().expect("retried on the volume's arrival");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let calls = take_calls(&s);
+        let Some(Call::PatchVolume(name, patch)) = calls.first() else { panic!("{calls:?}") };
+        assert_eq!(name, "pv1");
+        assert_eq!(patch["spec"]["claimRef"]["uid"], "uid-data");
+        assert_eq!(patch["metadata"]["resourceVersion"], "3");
+        let mut claimed = volume;
+        claimed.spec.as_mut().expect("spec").claim_ref =
+            serde_json::from_value(patch["spec"]["claimRef"].clone()).expect("claimRef");
+        s.on_volume(Event::Apply(claimed));
+        let bound = json!({"metadata": {"annotations": {"pv.kubernetes.io/bind-completed": "yes"}}, "spec": {"volumeName": "pv1"}});
+        s.on_claim(Event::Apply(claim("data", bound)));
+        tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("bound in time").expect("task");
+        assert_eq!(take_calls(&s)[0], Call::Bind("p".into(), "n1".into()));
     }
 }
