@@ -157,6 +157,8 @@ pub struct PreparedVolume {
     pub plugin: Plugin,
     /// The host path containers mount.
     pub path: PathBuf,
+    /// Every mount of it is read-only (a `persistentVolumeClaim` source's `readOnly`).
+    pub read_only: bool,
 }
 
 /// The volumes of one pod, ready for containers.
@@ -413,10 +415,12 @@ impl VolumeManager {
             tokio::task::spawn_blocking(move || host_path::check_type(&check, type_.as_deref())).await.map_err(
                 |e| SetUpCause::Io { op: "checking", path: path.clone(), source: std::io::Error::other(e) },
             )??;
-            return Ok(PreparedVolume { plugin: Plugin::HostPath, path });
+            return Ok(PreparedVolume { plugin: Plugin::HostPath, path, read_only: false });
         }
         if let Some(claim) = &v.persistent_volume_claim {
-            return self.claimed(source, pod, &claim.claim_name).await;
+            let mut prepared = self.claimed(source, pod, &claim.claim_name).await?;
+            prepared.read_only = claim.read_only.unwrap_or(false);
+            return Ok(prepared);
         }
         if let Some(kind) = unsupported_kind(v) {
             return Err(SetUpCause::Unsupported { kind });
@@ -434,7 +438,7 @@ impl VolumeManager {
                 }
                 _ => return Err(SetUpCause::Unsupported { kind: "hugePages-backed emptyDir" }),
             }
-            return Ok(PreparedVolume { plugin: Plugin::EmptyDir, path: dir });
+            return Ok(PreparedVolume { plugin: Plugin::EmptyDir, path: dir, read_only: false });
         }
         let plugin = if v.config_map.is_some() {
             Plugin::ConfigMap
@@ -453,7 +457,7 @@ impl VolumeManager {
             _ => self.make_dir(&dir, pod, true).await?,
         }
         self.write(&dir, payload, pod).await?;
-        Ok(PreparedVolume { plugin, path: dir })
+        Ok(PreparedVolume { plugin, path: dir, read_only: false })
     }
 
     /// The host directory of the volume bound to the claim `name` of `pod`'s namespace.
@@ -478,7 +482,7 @@ impl VolumeManager {
         tokio::task::spawn_blocking(move || host_path::check_type(&check, type_.as_deref()))
             .await
             .map_err(|e| SetUpCause::Io { op: "checking", path: path.clone(), source: std::io::Error::other(e) })??;
-        Ok(PreparedVolume { plugin: Plugin::HostPath, path })
+        Ok(PreparedVolume { plugin: Plugin::HostPath, path, read_only: false })
     }
 
     /// A 0777 directory (upstream's emptyDir `setupDir`), group-owned by fsGroup if set.
@@ -761,7 +765,7 @@ impl PreparedVolumes {
             out.push(cri::Mount {
                 container_path: m.mount_path.clone(),
                 host_path: host_path.display().to_string(),
-                readonly: m.read_only.unwrap_or(false) || vol.plugin.read_only(),
+                readonly: m.read_only.unwrap_or(false) || vol.plugin.read_only() || vol.read_only,
                 selinux_relabel: false,
                 propagation: propagation as i32,
                 recursive_read_only: rro,

@@ -538,7 +538,18 @@ async fn a_claims_volume_is_its_bound_volumes_host_path_once_bound() {
     };
     let mounts = prepared.mounts_for(&container).expect("mounts");
     assert!(
-        mounts.iter().any(|m| m.container_path == "/data" && m.host_path == data.display().to_string()),
+        mounts.iter().any(|m| m.container_path == "/data" && m.host_path == data.display().to_string() && !m.readonly),
         "{mounts:?}"
     );
+    // A read-only claim source makes every mount of it read-only.
+    let read_only = Volume {
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: "data".into(),
+            read_only: Some(true),
+        }),
+        ..vol("data")
+    };
+    let prepared = e.manager.prepare_with(&e.source, &pod_with(vec![read_only])).await.expect("bound");
+    let mounts = prepared.mounts_for(&container).expect("mounts");
+    assert!(mounts.iter().all(|m| m.readonly), "{mounts:?}");
 }
