@@ -29,7 +29,7 @@ struct Hooks {
 }
 
 /// The answer to one review: `/validate` refuses ConfigMaps labelled `deny=true` (and warns
-/// about those labelled `warn=true`), `/mutate`
+/// about those labelled `warn=true`, refused or not), `/mutate`
 /// labels them `mutated=yes`, `/slow` answers after 3 s.
 async fn answer(path: &str, review: &Value) -> Value {
     let req = &review["request"];
@@ -37,7 +37,9 @@ async fn answer(path: &str, review: &Value) -> Value {
     let labels = req["object"]["metadata"]["labels"].clone();
     let response = match path {
         "/validate" if labels["deny"] == "true" => {
-            json!({"uid": uid, "allowed": false, "status": {"code": 403, "message": "label deny=true is not allowed"}})
+            let warnings = if labels["warn"] == "true" { json!(["denied, and warned"]) } else { json!([]) };
+            json!({"uid": uid, "allowed": false, "warnings": warnings,
+                   "status": {"code": 403, "message": "label deny=true is not allowed"}})
         }
         "/validate" if labels["warn"] == "true" => {
             json!({"uid": uid, "allowed": true, "warnings": ["label warn=true is deprecated", "use \"caution\" — instead"]})
@@ -189,6 +191,16 @@ fn validating_webhooks_by_url_deny_and_their_failure_policy_decides_on_errors() 
     for want in ["Warning: label warn=true is deprecated", "Warning: use \"caution\" — instead"] {
         assert!(stderr(&warned).contains(want), "{want:?} in {}", stderr(&warned));
     }
+    // A refusal carries the refusing webhook's warnings too.
+    let both = s.kubectl_stdin(
+        &["create", "-f", "-"],
+        &json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "denied", "labels": {"deny": "true", "warn": "true"}}})
+        .to_string(),
+    );
+    assert!(!both.status.success());
+    assert!(stderr(&both).contains("Warning: denied, and warned"), "{}", stderr(&both));
+    assert!(stderr(&both).contains("label deny=true is not allowed"), "{}", stderr(&both));
     let (code, status) = s.curl(
         "POST",
         "/api/v1/namespaces/default/configmaps",

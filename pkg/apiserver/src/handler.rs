@@ -453,6 +453,8 @@ fn default_field_manager(headers: &HeaderMap) -> String {
     }
 }
 
+/// Adds `Warning` headers; a failed write carries the warnings admission gave before it failed,
+/// as upstream writes them with any reply.
 fn with_warnings(mut r: Response<Body>, warnings: &[String]) -> Response<Body> {
     for w in warnings {
         let v = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
@@ -667,7 +669,10 @@ async fn resource_request(
             }
             let (headers, body) = read_request_body(req).await?;
             let obj = decode_body(&headers, &body)?;
-            let (created, json) = reg.create_with_json(&mut ctx, obj).await?;
+            let (created, json) = match reg.create_with_json(&mut ctx, obj).await {
+                Ok(v) => v,
+                Err(e) => return Ok(with_warnings(error_response(&e), &ctx.warnings)),
+            };
             let reply = match (json, &conversion) {
                 (Some(json), None) => respond_bytes(StatusCode::CREATED, json),
                 _ => respond_json(StatusCode::CREATED, &convert_object(created, conversion, res)?),
@@ -677,7 +682,10 @@ async fn resource_request(
         "update" => {
             let (headers, body) = read_request_body(req).await?;
             let obj = decode_body(&headers, &body)?;
-            let (obj, created) = reg.update(&mut ctx, &name, obj).await?;
+            let (obj, created) = match reg.update(&mut ctx, &name, obj).await {
+                Ok(v) => v,
+                Err(e) => return Ok(with_warnings(error_response(&e), &ctx.warnings)),
+            };
             let code = if created { StatusCode::CREATED } else { StatusCode::OK };
             Ok(with_warnings(respond_json(code, &convert_object(obj, conversion, res)?), &ctx.warnings))
         }
@@ -704,7 +712,10 @@ async fn resource_request(
                 serde_json::from_slice::<Value>(&body)
                     .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
             };
-            let (obj, created) = reg.patch(&mut ctx, &name, ptype, patch, query.bool("force")).await?;
+            let (obj, created) = match reg.patch(&mut ctx, &name, ptype, patch, query.bool("force")).await {
+                Ok(v) => v,
+                Err(e) => return Ok(with_warnings(error_response(&e), &ctx.warnings)),
+            };
             let code = if created { StatusCode::CREATED } else { StatusCode::OK };
             Ok(with_warnings(respond_json(code, &convert_object(obj, conversion, res)?), &ctx.warnings))
         }
