@@ -30,7 +30,7 @@ struct Hooks {
 
 /// The answer to one review: `/validate` refuses ConfigMaps labelled `deny=true` (and warns
 /// about those labelled `warn=true`, refused or not), `/mutate`
-/// labels them `mutated=yes`, `/slow` answers after 3 s.
+/// labels them `mutated=yes`, `/delete` allows with a warning, `/slow` answers after 3 s.
 async fn answer(path: &str, review: &Value) -> Value {
     let req = &review["request"];
     let uid = req["uid"].clone();
@@ -52,6 +52,9 @@ async fn answer(path: &str, review: &Value) -> Value {
             };
             let patch = base64::engine::general_purpose::STANDARD.encode(op.to_string());
             json!({"uid": uid, "allowed": true, "patchType": "JSONPatch", "patch": patch})
+        }
+        "/delete" => {
+            json!({"uid": uid, "allowed": true, "warnings": [format!("deleting configmap {}", req["name"].as_str().unwrap_or(""))]})
         }
         "/slow" => {
             tokio::time::sleep(Duration::from_secs(3)).await;
@@ -201,6 +204,22 @@ fn validating_webhooks_by_url_deny_and_their_failure_policy_decides_on_errors() 
     assert!(!both.status.success());
     assert!(stderr(&both).contains("Warning: denied, and warned"), "{}", stderr(&both));
     assert!(stderr(&both).contains("label deny=true is not allowed"), "{}", stderr(&both));
+    // Deletions carry their webhooks' warnings too.
+    let on_delete = json!({"rules": [{"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]});
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        &configuration("ValidatingWebhookConfiguration", "deletes.example.com", url("/delete"), on_delete),
+    );
+    let mut n = 0;
+    let deleted = eventually(Duration::from_secs(10), "a deletion to carry the webhook's warning", || {
+        n += 1;
+        let name = format!("doomed-{n}");
+        assert!(create_cm(&s, &[&name]).status.success());
+        let out = s.kubectl(&["delete", "configmap", &name]);
+        stderr(&out).contains(&format!("Warning: deleting configmap {name}")).then_some(out)
+    });
+    assert!(deleted.status.success(), "{}", stderr(&deleted));
+    s.ok(&["delete", "validatingwebhookconfiguration", "deletes.example.com"]);
     let (code, status) = s.curl(
         "POST",
         "/api/v1/namespaces/default/configmaps",

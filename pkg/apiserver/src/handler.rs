@@ -732,9 +732,12 @@ async fn resource_request(
             if let Some(p) = query.get("propagationPolicy") {
                 opts.propagation_policy = Some(p.to_string());
             }
-            let obj = reg.delete(&mut ctx, &name, &opts).await?;
+            let obj = match reg.delete(&mut ctx, &name, &opts).await {
+                Ok(v) => v,
+                Err(e) => return Ok(with_warnings(error_response(&e), &ctx.warnings)),
+            };
             let code = if object::is_deleting(&obj) { StatusCode::ACCEPTED } else { StatusCode::OK };
-            Ok(respond_json(code, &convert_object(obj, conversion, res)?))
+            Ok(with_warnings(respond_json(code, &convert_object(obj, conversion, res)?), &ctx.warnings))
         }
         "deletecollection" => {
             let list = list_options(query)?;
@@ -747,8 +750,14 @@ async fn resource_request(
             if let Some(p) = query.get("propagationPolicy") {
                 opts.propagation_policy = Some(p.to_string());
             }
-            let deleted = reg.delete_collection(&mut ctx, &list, &opts).await?;
-            Ok(respond_json(StatusCode::OK, &convert_list(deleted, json!({}), conversion, res)?))
+            let deleted = match reg.delete_collection(&mut ctx, &list, &opts).await {
+                Ok(v) => v,
+                Err(e) => return Ok(with_warnings(error_response(&e), &ctx.warnings)),
+            };
+            Ok(with_warnings(
+                respond_json(StatusCode::OK, &convert_list(deleted, json!({}), conversion, res)?),
+                &ctx.warnings,
+            ))
         }
         other => Err(ApiError::method_not_allowed(other, &info.resource)),
     }
