@@ -58,15 +58,15 @@ pub trait SchedulerApi: Send + Sync + 'static {
     fn delete_pod(&self, pod: &PodRef) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Records an event about the pod; best effort.
     fn event(&self, pod: &PodRef, kind: EventType, reason: &str, message: &str) -> impl Future<Output = ()> + Send;
-    /// A merge patch of a PersistentVolume.
-    fn patch_volume(&self, name: &str, patch: Value) -> impl Future<Output = Result<(), ApiError>> + Send;
-    /// A merge patch of a PersistentVolumeClaim.
+    /// A merge patch of a PersistentVolume; the patched object's resourceVersion.
+    fn patch_volume(&self, name: &str, patch: Value) -> impl Future<Output = Result<Option<String>, ApiError>> + Send;
+    /// A merge patch of a PersistentVolumeClaim; the patched object's resourceVersion.
     fn patch_claim(
         &self,
         namespace: &str,
         name: &str,
         patch: Value,
-    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    ) -> impl Future<Output = Result<Option<String>, ApiError>> + Send;
 }
 
 /// [`SchedulerApi`] over a `kube::Client`.
@@ -141,21 +141,20 @@ impl SchedulerApi for KubeApi {
         self.recorder.record(&pod.object_reference(), kind, reason, message).await;
     }
 
-    async fn patch_volume(&self, name: &str, patch: Value) -> Result<(), ApiError> {
+    async fn patch_volume(&self, name: &str, patch: Value) -> Result<Option<String>, ApiError> {
         let pp = PatchParams { field_manager: Some(COMPONENT.into()), ..Default::default() };
         let api: Api<PersistentVolume> = Api::all(self.client.clone());
         api.patch(name, &pp, &Patch::Merge(patch))
             .await
-            .map(|_| ())
+            .map(|v| v.metadata.resource_version)
             .map_err(|e| ApiError::Storage { what: format!("persistentvolume {name:?}"), message: e.to_string() })
     }
 
-    async fn patch_claim(&self, namespace: &str, name: &str, patch: Value) -> Result<(), ApiError> {
+    async fn patch_claim(&self, namespace: &str, name: &str, patch: Value) -> Result<Option<String>, ApiError> {
         let pp = PatchParams { field_manager: Some(COMPONENT.into()), ..Default::default() };
         let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), namespace);
-        api.patch(name, &pp, &Patch::Merge(patch)).await.map(|_| ()).map_err(|e| ApiError::Storage {
-            what: format!("persistentvolumeclaim \"{namespace}/{name}\""),
-            message: e.to_string(),
+        api.patch(name, &pp, &Patch::Merge(patch)).await.map(|c| c.metadata.resource_version).map_err(|e| {
+            ApiError::Storage { what: format!("persistentvolumeclaim \"{namespace}/{name}\""), message: e.to_string() }
         })
     }
 }

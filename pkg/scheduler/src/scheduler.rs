@@ -13,7 +13,7 @@ use crate::node_info::PodInfo;
 use crate::preemption::{preempt, Candidate, Preemption};
 use crate::queue::SchedulingQueue;
 use crate::schedule::{find_node, ScheduleError, ERR_NO_NODES};
-use crate::volumes::{check_bindings, VolumePlan};
+use crate::volumes::{check_bindings, VolumePlan, Written};
 use k1s_api::storage::{annotation, names, BOUND_BY_CONTROLLER, SELECTED_NODE};
 use k1s_runtime::events::EventType;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
@@ -526,6 +526,7 @@ impl<A: SchedulerApi> Scheduler<A> {
         if plan.is_empty() {
             return Ok(());
         }
+        let mut written = Written::default();
         for (v, c) in plan.bindings.iter().filter(|(v, c)| !names(v, c)) {
             let claim_ref = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                 "namespace": c.metadata.namespace, "name": c.metadata.name, "uid": c.metadata.uid,
@@ -533,13 +534,19 @@ impl<A: SchedulerApi> Scheduler<A> {
             let patch = json!({"metadata": {"resourceVersion": v.metadata.resource_version,
                                             "annotations": {BOUND_BY_CONTROLLER: "yes"}},
                                "spec": {"claimRef": claim_ref}});
-            self.api.patch_volume(&v.name_any(), patch).await.map_err(|e| e.to_string())?;
+            let rv = self.api.patch_volume(&v.name_any(), patch).await.map_err(|e| e.to_string())?;
+            if let Some(rv) = rv.and_then(|rv| rv.parse().ok()) {
+                written.volumes.insert(v.name_any(), rv);
+            }
         }
         for c in plan.provisions.iter().filter(|c| annotation(&c.metadata, SELECTED_NODE) != Some(node)) {
             let patch = json!({"metadata": {"resourceVersion": c.metadata.resource_version,
                                             "annotations": {SELECTED_NODE: node}}});
             let namespace = c.metadata.namespace.as_deref().unwrap_or_default();
-            self.api.patch_claim(namespace, &c.name_any(), patch).await.map_err(|e| e.to_string())?;
+            let rv = self.api.patch_claim(namespace, &c.name_any(), patch).await.map_err(|e| e.to_string())?;
+            if let Some(rv) = rv.and_then(|rv| rv.parse().ok()) {
+                written.claims.insert((namespace.to_string(), c.name_any()), rv);
+            }
         }
         let deadline = tokio::time::Instant::now() + VOLUME_BIND_TIMEOUT;
         loop {
@@ -551,7 +558,7 @@ impl<A: SchedulerApi> Scheduler<A> {
                 if !st.cache.is_assumed(&pod.uid) {
                     return Err("pod does not exist any more".into());
                 }
-                if check_bindings(&st.cache, plan, node).map_err(|e| format!("binding volumes: {e}"))? {
+                if check_bindings(&st.cache, plan, node, &written).map_err(|e| format!("binding volumes: {e}"))? {
                     return Ok(());
                 }
             }
@@ -744,13 +751,17 @@ mod tests {
         async fn event(&self, pod: &PodRef, kind: EventType, reason: &str, message: &str) {
             self.push(Call::Event(pod.name.clone(), kind, reason.into(), message.into()));
         }
-        async fn patch_volume(&self, name: &str, patch: Value) -> Result<(), ApiError> {
+        async fn patch_volume(&self, name: &str, patch: Value) -> Result<Option<String>, ApiError> {
+            let rv =
+                patch.pointer("/metadata/resourceVersion").and_then(Value::as_str).and_then(|v| v.parse::<u64>().ok());
             self.push(Call::PatchVolume(name.into(), patch));
-            Ok(())
+            Ok(rv.map(|v| (v + 1).to_string()))
         }
-        async fn patch_claim(&self, _namespace: &str, name: &str, patch: Value) -> Result<(), ApiError> {
+        async fn patch_claim(&self, _namespace: &str, name: &str, patch: Value) -> Result<Option<String>, ApiError> {
+            let rv =
+                patch.pointer("/metadata/resourceVersion").and_then(Value::as_str).and_then(|v| v.parse::<u64>().ok());
             self.push(Call::PatchClaim(name.into(), patch));
-            Ok(())
+            Ok(rv.map(|v| (v + 1).to_string()))
         }
     }
 
@@ -1038,10 +1049,12 @@ mod tests {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(take_calls(&s).is_empty(), "the pod is not bound before its claim");
-        s.on_claim(Event::Apply(claim("data", json!({"metadata": {"annotations": {SELECTED_NODE: "n1"}}}))));
+        let selected = json!({"metadata": {"resourceVersion": "8", "annotations": {SELECTED_NODE: "n1"}}});
+        s.on_claim(Event::Apply(claim("data", selected)));
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(take_calls(&s).is_empty(), "selected but not yet bound");
-        let bound = json!({"metadata": {"annotations": {SELECTED_NODE: "n1", "pv.kubernetes.io/bind-completed": "yes"}},
+        let bound = json!({"metadata": {"resourceVersion": "9",
+                                        "annotations": {SELECTED_NODE: "n1", "pv.kubernetes.io/bind-completed": "yes"}},
                            "spec": {"volumeName": "pvc-1"}});
         s.on_claim(Event::Apply(claim("data", bound)));
         tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("bound in time").expect("task");
@@ -1079,6 +1092,7 @@ mod tests {
         let mut claimed = volume;
         claimed.spec.as_mut().expect("spec").claim_ref =
             serde_json::from_value(patch["spec"]["claimRef"].clone()).expect("claimRef");
+        claimed.metadata.resource_version = Some("4".into());
         s.on_volume(Event::Apply(claimed));
         let bound = json!({"metadata": {"annotations": {"pv.kubernetes.io/bind-completed": "yes"}}, "spec": {"volumeName": "pv1"}});
         s.on_claim(Event::Apply(claim("data", bound)));

@@ -18,7 +18,8 @@ use crate::node_info::{NodeInfo, PodInfo};
 use k1s_api::storage::{self as storage, annotation, SELECTED_NODE};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
-use std::collections::HashSet;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 pub const ERR_UNBOUND_IMMEDIATE: &str = "pod has unbound immediate PersistentVolumeClaims";
@@ -207,9 +208,23 @@ pub fn filter(claims: &PodClaims, node: &NodeInfo) -> Result<VolumePlan, Vec<&'s
     }
 }
 
+/// The resourceVersions PreBind's own writes produced: until the cache holds an object at least
+/// that new, what it shows predates the write (upstream compares them the same way).
+#[derive(Clone, Debug, Default)]
+pub struct Written {
+    pub volumes: HashMap<String, u64>,
+    pub claims: HashMap<(String, String), u64>,
+}
+
+/// Whether a cached object is older than the version `written` recorded.
+fn stale(meta: &ObjectMeta, written: Option<&u64>) -> bool {
+    let rv = meta.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok());
+    matches!((rv, written), (Some(have), Some(want)) if have < *want)
+}
+
 /// PreBind's wait: `Ok(true)` once every claim of the plan is fully bound on `node`, `Ok(false)`
 /// while the binder works, `Err` when the binding was undone (upstream's `checkBindings`).
-pub fn check_bindings(cache: &Cache, plan: &VolumePlan, node: &str) -> Result<bool, String> {
+pub fn check_bindings(cache: &Cache, plan: &VolumePlan, node: &str, written: &Written) -> Result<bool, String> {
     let mut done = true;
     for (volume, claim) in &plan.bindings {
         let name = volume.metadata.name.as_deref().unwrap_or_default();
@@ -218,12 +233,11 @@ pub fn check_bindings(cache: &Cache, plan: &VolumePlan, node: &str) -> Result<bo
         let Some(c) = cache.claim(namespace, claim_name) else {
             return Err(format!("failed to check binding: pvc \"{namespace}/{claim_name}\" not found"));
         };
-        let uid = v.spec.as_ref().and_then(|s| s.claim_ref.as_ref()).and_then(|r| r.uid.as_deref());
-        if cache.volume_assumed(name) && uid.is_none() {
-            // Our claimRef is not in the cache yet.
+        if stale(&v.metadata, written.volumes.get(name)) {
             done = false;
             continue;
         }
+        let uid = v.spec.as_ref().and_then(|s| s.claim_ref.as_ref()).and_then(|r| r.uid.as_deref());
         if uid.is_none_or(str::is_empty) {
             return Err(format!("ClaimRef got reset for pv {name:?}"));
         }
@@ -234,10 +248,14 @@ pub fn check_bindings(cache: &Cache, plan: &VolumePlan, node: &str) -> Result<bo
         let Some(c) = cache.claim(namespace, claim_name) else {
             return Err(format!("failed to check provisioning pvc: pvc \"{namespace}/{claim_name}\" not found"));
         };
+        if stale(&c.metadata, written.claims.get(&(namespace.to_string(), claim_name.to_string()))) {
+            done = false;
+            continue;
+        }
         match annotation(&c.metadata, SELECTED_NODE) {
+            None => return Err(format!("selectedNode annotation reset for PVC {claim_name:?}")),
             Some(n) if n != node => return Err(format!("provisioning failed for PVC {claim_name:?}")),
             Some(_) => done &= storage::fully_bound(&c),
-            None => done = false,
         }
     }
     Ok(done)
@@ -403,21 +421,46 @@ mod tests {
     #[test]
     fn the_wait_ends_when_the_binder_has_bound_every_claim() {
         let mut c = cache();
-        c.set_claim(claim("dyn", "local-path", "1Gi"));
+        let at = |mut claim: PersistentVolumeClaim, rv: &str, selected: Option<&str>| {
+            claim.metadata.resource_version = Some(rv.into());
+            if let Some(n) = selected {
+                claim.metadata.annotations.get_or_insert_default().insert(SELECTED_NODE.into(), n.into());
+            }
+            claim
+        };
+        c.set_claim(at(claim("dyn", "local-path", "1Gi"), "7", None));
         let claims = pre_filter(&c, &with_claims(&["dyn"])).expect("ok").expect("claims");
         let plan = on(&c, &claims, "a").expect("plan");
-        assert_eq!(check_bindings(&c, &plan, "a"), Ok(false));
-        let mut annotated = claim("dyn", "local-path", "1Gi");
-        annotated.metadata.annotations = Some([(SELECTED_NODE.to_string(), "a".to_string())].into());
-        c.set_claim(annotated.clone());
-        assert_eq!(check_bindings(&c, &plan, "a"), Ok(false));
-        let mut done = bound(annotated.clone(), "pvc-1");
-        done.metadata.annotations.get_or_insert_default().insert(SELECTED_NODE.into(), "a".into());
-        c.set_claim(done);
-        assert_eq!(check_bindings(&c, &plan, "a"), Ok(true));
+        // PreBind wrote the selected node at version 8: the cache's version 7 predates it.
+        let written = Written { claims: [(("default".into(), "dyn".into()), 8)].into(), ..Default::default() };
+        assert_eq!(check_bindings(&c, &plan, "a", &written), Ok(false));
+        c.set_claim(at(claim("dyn", "local-path", "1Gi"), "8", Some("a")));
+        assert_eq!(check_bindings(&c, &plan, "a", &written), Ok(false));
+        c.set_claim(at(bound(claim("dyn", "local-path", "1Gi"), "pvc-1"), "9", Some("a")));
+        assert_eq!(check_bindings(&c, &plan, "a", &written), Ok(true));
         // A provisioner that gives up clears or changes the selected node.
-        annotated.metadata.annotations = Some([(SELECTED_NODE.to_string(), "b".to_string())].into());
-        c.set_claim(annotated);
-        assert_eq!(check_bindings(&c, &plan, "a"), Err("provisioning failed for PVC \"dyn\"".to_string()));
+        c.set_claim(at(claim("dyn", "local-path", "1Gi"), "10", Some("b")));
+        assert_eq!(check_bindings(&c, &plan, "a", &written), Err("provisioning failed for PVC \"dyn\"".to_string()));
+        c.set_claim(at(claim("dyn", "local-path", "1Gi"), "11", None));
+        assert_eq!(
+            check_bindings(&c, &plan, "a", &written),
+            Err("selectedNode annotation reset for PVC \"dyn\"".to_string())
+        );
+    }
+
+    #[test]
+    fn a_volume_whose_claim_ref_is_dropped_after_the_write_fails_the_wait() {
+        let mut c = cache();
+        let mut v = volume("pv", "manual", "1Gi", Some("a"));
+        v.metadata.resource_version = Some("3".into());
+        c.set_volume(v.clone());
+        c.set_claim(claim("data", "manual", "1Gi"));
+        let claims = pre_filter(&c, &with_claims(&["data"])).expect("ok").expect("claims");
+        let plan = on(&c, &claims, "a").expect("plan");
+        let written = Written { volumes: [("pv".into(), 4)].into(), ..Default::default() };
+        assert_eq!(check_bindings(&c, &plan, "a", &written), Ok(false), "the write is not in the cache yet");
+        v.metadata.resource_version = Some("5".into());
+        c.set_volume(v);
+        assert_eq!(check_bindings(&c, &plan, "a", &written), Err("ClaimRef got reset for pv \"pv\"".to_string()));
     }
 }
