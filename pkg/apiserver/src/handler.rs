@@ -453,8 +453,7 @@ fn default_field_manager(headers: &HeaderMap) -> String {
     }
 }
 
-/// Adds `Warning` headers; a failed write carries the warnings admission gave before it failed,
-/// as upstream writes them with any reply.
+/// Adds `Warning` headers.
 fn with_warnings(mut r: Response<Body>, warnings: &[String]) -> Response<Body> {
     for w in warnings {
         let v = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
@@ -599,166 +598,161 @@ async fn resource_request(
         }
     }
     let name = info.name.clone().unwrap_or_default();
-    match verb {
-        "get" => {
-            let obj = reg.get(res, info.namespace.as_deref(), &name)?;
-            if let Some(av) = table {
-                let rv = object::resource_version(&obj).unwrap_or("").to_string();
-                return Ok(respond_json(
-                    StatusCode::OK,
-                    &table::build(res, &[obj], include, av, true, json!({"resourceVersion": rv})),
-                ));
+    // Every reply, a refusal too, carries the warnings admission gave (upstream writes them with
+    // any reply).
+    let reply = async {
+        match verb {
+            "get" => {
+                let obj = reg.get(res, info.namespace.as_deref(), &name)?;
+                if let Some(av) = table {
+                    let rv = object::resource_version(&obj).unwrap_or("").to_string();
+                    return Ok(respond_json(
+                        StatusCode::OK,
+                        &table::build(res, &[obj], include, av, true, json!({"resourceVersion": rv})),
+                    ));
+                }
+                Ok(respond_json(StatusCode::OK, &convert_object(obj, conversion, res)?))
             }
-            Ok(respond_json(StatusCode::OK, &convert_object(obj, conversion, res)?))
-        }
-        "list" => {
-            let opts = list_options(query)?;
-            let page = reg.list(res, info.namespace.as_deref(), &opts)?;
-            let mut list_meta = json!({"resourceVersion": page.resource_version.to_string()});
-            if let Some(c) = &page.continue_token {
-                list_meta["continue"] = json!(c);
+            "list" => {
+                let opts = list_options(query)?;
+                let page = reg.list(res, info.namespace.as_deref(), &opts)?;
+                let mut list_meta = json!({"resourceVersion": page.resource_version.to_string()});
+                if let Some(c) = &page.continue_token {
+                    list_meta["continue"] = json!(c);
+                }
+                if let Some(av) = table {
+                    return Ok(respond_json(
+                        StatusCode::OK,
+                        &table::build(res, &page.items, include, av, true, list_meta),
+                    ));
+                }
+                Ok(respond_json(StatusCode::OK, &convert_list(page.items, list_meta, conversion, res)?))
             }
-            if let Some(av) = table {
-                return Ok(respond_json(StatusCode::OK, &table::build(res, &page.items, include, av, true, list_meta)));
-            }
-            Ok(respond_json(StatusCode::OK, &convert_list(page.items, list_meta, conversion, res)?))
-        }
-        "watch" => {
-            let mut opts = list_options(query)?;
-            if let Some(n) = &info.name {
-                opts.field_selector.requirements.push(k1s_api::selectors::Requirement {
-                    key: "metadata.name".into(),
-                    op: k1s_api::selectors::Op::Equals,
-                    values: vec![n.clone()],
-                });
-            }
-            let timeout = match query.get("timeoutSeconds").and_then(|s| s.parse::<u64>().ok()) {
-                Some(t) if t > 0 => Duration::from_secs(t),
-                _ => Duration::from_secs(1800 + rand::random_range(0..1800)),
-            };
-            let send_initial_events = match query.get("sendInitialEvents") {
-                Some(v) if !v.is_empty() => Some(query.bool("sendInitialEvents")),
-                _ => None,
-            };
-            let params = watch::WatchParams {
-                namespace: info.namespace.clone(),
-                list: opts,
-                allow_bookmarks: query.bool("allowWatchBookmarks"),
-                send_initial_events,
-                timeout,
-                table: table.map(|av| (av, include)),
-                // Upstream sends whole objects when a watch asks for PartialObjectMetadataList.
-                metadata: match conversion {
-                    Some(Conversion::Metadata(av)) => Some(av),
+            "watch" => {
+                let mut opts = list_options(query)?;
+                if let Some(n) = &info.name {
+                    opts.field_selector.requirements.push(k1s_api::selectors::Requirement {
+                        key: "metadata.name".into(),
+                        op: k1s_api::selectors::Op::Equals,
+                        values: vec![n.clone()],
+                    });
+                }
+                let timeout = match query.get("timeoutSeconds").and_then(|s| s.parse::<u64>().ok()) {
+                    Some(t) if t > 0 => Duration::from_secs(t),
+                    _ => Duration::from_secs(1800 + rand::random_range(0..1800)),
+                };
+                let send_initial_events = match query.get("sendInitialEvents") {
+                    Some(v) if !v.is_empty() => Some(query.bool("sendInitialEvents")),
                     _ => None,
-                },
-                bookmark_interval: state.bookmark_interval,
-            };
-            let rx = watch::start(reg.clone(), res, params, state.cancel.clone())?;
-            let stream = futures::stream::unfold(rx, |mut rx| async move {
-                rx.recv().await.map(|b| (Ok::<_, Infallible>(hyper::body::Frame::data(b)), rx))
-            });
-            let mut r = Response::new(StreamBody::new(stream).boxed_unsync());
-            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
-            Ok(r)
-        }
-        "create" => {
-            if info.name.is_some() && info.subresource.is_none() {
-                return Err(ApiError::method_not_allowed("POST", &format!("{}/name", info.resource)));
+                };
+                let params = watch::WatchParams {
+                    namespace: info.namespace.clone(),
+                    list: opts,
+                    allow_bookmarks: query.bool("allowWatchBookmarks"),
+                    send_initial_events,
+                    timeout,
+                    table: table.map(|av| (av, include)),
+                    // Upstream sends whole objects when a watch asks for PartialObjectMetadataList.
+                    metadata: match conversion {
+                        Some(Conversion::Metadata(av)) => Some(av),
+                        _ => None,
+                    },
+                    bookmark_interval: state.bookmark_interval,
+                };
+                let rx = watch::start(reg.clone(), res, params, state.cancel.clone())?;
+                let stream = futures::stream::unfold(rx, |mut rx| async move {
+                    rx.recv().await.map(|b| (Ok::<_, Infallible>(hyper::body::Frame::data(b)), rx))
+                });
+                let mut r = Response::new(StreamBody::new(stream).boxed_unsync());
+                r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+                Ok(r)
             }
-            let (headers, body) = read_request_body(req).await?;
-            let obj = decode_body(&headers, &body)?;
-            let (created, json) = match reg.create_with_json(&mut ctx, obj).await {
-                Ok(v) => v,
-                Err(e) => return Ok(with_warnings(error_response(&e), &ctx.warnings)),
-            };
-            let reply = match (json, &conversion) {
-                (Some(json), None) => respond_bytes(StatusCode::CREATED, json),
-                _ => respond_json(StatusCode::CREATED, &convert_object(created, conversion, res)?),
-            };
-            Ok(with_warnings(reply, &ctx.warnings))
-        }
-        "update" => {
-            let (headers, body) = read_request_body(req).await?;
-            let obj = decode_body(&headers, &body)?;
-            let (obj, created) = match reg.update(&mut ctx, &name, obj).await {
-                Ok(v) => v,
-                Err(e) => return Ok(with_warnings(error_response(&e), &ctx.warnings)),
-            };
-            let code = if created { StatusCode::CREATED } else { StatusCode::OK };
-            Ok(with_warnings(respond_json(code, &convert_object(obj, conversion, res)?), &ctx.warnings))
-        }
-        "patch" => {
-            let (headers, body) = read_request_body(req).await?;
-            let ct = content_type(&headers);
-            let Some(ptype) = PatchType::from_content_type(&ct) else {
-                return Err(ApiError::unsupported_media_type(&ct));
-            };
-            if ptype == PatchType::Apply && field_manager.is_none() {
-                return Err(ApiError::invalid(
-                    res.group,
-                    res.kind,
-                    &name,
-                    &[k1s_api::FieldError::required("fieldManager", "is required for apply patch")],
-                ));
+            "create" => {
+                if info.name.is_some() && info.subresource.is_none() {
+                    return Err(ApiError::method_not_allowed("POST", &format!("{}/name", info.resource)));
+                }
+                let (headers, body) = read_request_body(req).await?;
+                let obj = decode_body(&headers, &body)?;
+                let (created, json) = reg.create_with_json(&mut ctx, obj).await?;
+                let reply = match (json, &conversion) {
+                    (Some(json), None) => respond_bytes(StatusCode::CREATED, json),
+                    _ => respond_json(StatusCode::CREATED, &convert_object(created, conversion, res)?),
+                };
+                Ok(reply)
             }
-            if ptype != PatchType::Apply && query.has("force") {
-                return Err(ApiError::bad_request("force flag can only be used with apply patch"));
+            "update" => {
+                let (headers, body) = read_request_body(req).await?;
+                let obj = decode_body(&headers, &body)?;
+                let (obj, created) = reg.update(&mut ctx, &name, obj).await?;
+                let code = if created { StatusCode::CREATED } else { StatusCode::OK };
+                Ok(respond_json(code, &convert_object(obj, conversion, res)?))
             }
-            let patch = if ptype == PatchType::Apply {
-                registry::parse_body(&body, "application/apply-patch+yaml")?
-            } else {
-                serde_json::from_slice::<Value>(&body)
-                    .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
-            };
-            let (obj, created) = match reg.patch(&mut ctx, &name, ptype, patch, query.bool("force")).await {
-                Ok(v) => v,
-                Err(e) => return Ok(with_warnings(error_response(&e), &ctx.warnings)),
-            };
-            let code = if created { StatusCode::CREATED } else { StatusCode::OK };
-            Ok(with_warnings(respond_json(code, &convert_object(obj, conversion, res)?), &ctx.warnings))
+            "patch" => {
+                let (headers, body) = read_request_body(req).await?;
+                let ct = content_type(&headers);
+                let Some(ptype) = PatchType::from_content_type(&ct) else {
+                    return Err(ApiError::unsupported_media_type(&ct));
+                };
+                if ptype == PatchType::Apply && field_manager.is_none() {
+                    return Err(ApiError::invalid(
+                        res.group,
+                        res.kind,
+                        &name,
+                        &[k1s_api::FieldError::required("fieldManager", "is required for apply patch")],
+                    ));
+                }
+                if ptype != PatchType::Apply && query.has("force") {
+                    return Err(ApiError::bad_request("force flag can only be used with apply patch"));
+                }
+                let patch = if ptype == PatchType::Apply {
+                    registry::parse_body(&body, "application/apply-patch+yaml")?
+                } else {
+                    serde_json::from_slice::<Value>(&body)
+                        .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
+                };
+                let (obj, created) = reg.patch(&mut ctx, &name, ptype, patch, query.bool("force")).await?;
+                let code = if created { StatusCode::CREATED } else { StatusCode::OK };
+                Ok(respond_json(code, &convert_object(obj, conversion, res)?))
+            }
+            "delete" => {
+                let (headers, body) = read_request_body(req).await?;
+                let mut opts = if body.is_empty() {
+                    DeleteOptions::default()
+                } else {
+                    DeleteOptions::from_value(&decode_body(&headers, &body)?)
+                };
+                if let Some(g) = query.get("gracePeriodSeconds").and_then(|s| s.parse::<i64>().ok()) {
+                    opts.grace_period_seconds = Some(g);
+                }
+                if let Some(p) = query.get("propagationPolicy") {
+                    opts.propagation_policy = Some(p.to_string());
+                }
+                let obj = reg.delete(&mut ctx, &name, &opts).await?;
+                let code = if object::is_deleting(&obj) { StatusCode::ACCEPTED } else { StatusCode::OK };
+                Ok(respond_json(code, &convert_object(obj, conversion, res)?))
+            }
+            "deletecollection" => {
+                let list = list_options(query)?;
+                let (headers, body) = read_request_body(req).await?;
+                let mut opts = if body.is_empty() {
+                    DeleteOptions::default()
+                } else {
+                    DeleteOptions::from_value(&decode_body(&headers, &body)?)
+                };
+                if let Some(p) = query.get("propagationPolicy") {
+                    opts.propagation_policy = Some(p.to_string());
+                }
+                let deleted = reg.delete_collection(&mut ctx, &list, &opts).await?;
+                Ok(respond_json(StatusCode::OK, &convert_list(deleted, json!({}), conversion, res)?))
+            }
+            other => Err(ApiError::method_not_allowed(other, &info.resource)),
         }
-        "delete" => {
-            let (headers, body) = read_request_body(req).await?;
-            let mut opts = if body.is_empty() {
-                DeleteOptions::default()
-            } else {
-                DeleteOptions::from_value(&decode_body(&headers, &body)?)
-            };
-            if let Some(g) = query.get("gracePeriodSeconds").and_then(|s| s.parse::<i64>().ok()) {
-                opts.grace_period_seconds = Some(g);
-            }
-            if let Some(p) = query.get("propagationPolicy") {
-                opts.propagation_policy = Some(p.to_string());
-            }
-            let obj = match reg.delete(&mut ctx, &name, &opts).await {
-                Ok(v) => v,
-                Err(e) => return Ok(with_warnings(error_response(&e), &ctx.warnings)),
-            };
-            let code = if object::is_deleting(&obj) { StatusCode::ACCEPTED } else { StatusCode::OK };
-            Ok(with_warnings(respond_json(code, &convert_object(obj, conversion, res)?), &ctx.warnings))
-        }
-        "deletecollection" => {
-            let list = list_options(query)?;
-            let (headers, body) = read_request_body(req).await?;
-            let mut opts = if body.is_empty() {
-                DeleteOptions::default()
-            } else {
-                DeleteOptions::from_value(&decode_body(&headers, &body)?)
-            };
-            if let Some(p) = query.get("propagationPolicy") {
-                opts.propagation_policy = Some(p.to_string());
-            }
-            let deleted = match reg.delete_collection(&mut ctx, &list, &opts).await {
-                Ok(v) => v,
-                Err(e) => return Ok(with_warnings(error_response(&e), &ctx.warnings)),
-            };
-            Ok(with_warnings(
-                respond_json(StatusCode::OK, &convert_list(deleted, json!({}), conversion, res)?),
-                &ctx.warnings,
-            ))
-        }
-        other => Err(ApiError::method_not_allowed(other, &info.resource)),
+    }
+    .await;
+    match reply {
+        Ok(r) => Ok(with_warnings(r, &ctx.warnings)),
+        Err(e) if !ctx.warnings.is_empty() => Ok(with_warnings(error_response(&e), &ctx.warnings)),
+        Err(e) => Err(e),
     }
 }
