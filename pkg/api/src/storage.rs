@@ -4,6 +4,7 @@
 
 use crate::selectors::Selector;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::BTreeMap;
@@ -23,6 +24,17 @@ pub const PV_PROTECTION: &str = "kubernetes.io/pv-protection";
 /// The annotation `key` of an object.
 pub fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
     meta.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str)
+}
+
+/// Whether a class binds its claims only once a pod uses them (`WaitForFirstConsumer`).
+pub fn waits_for_first_consumer(class: &StorageClass) -> bool {
+    class.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer")
+}
+
+/// The provisioner that makes volumes for a class, if it has one (not empty, not
+/// `kubernetes.io/no-provisioner`).
+pub fn dynamic_provisioner(class: &StorageClass) -> Option<&str> {
+    Some(class.provisioner.as_str()).filter(|p| !p.is_empty() && *p != "kubernetes.io/no-provisioner")
 }
 
 /// Bytes of a quantity such as `1Gi` or `500M` (`None` when it does not parse).

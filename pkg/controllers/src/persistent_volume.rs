@@ -20,9 +20,9 @@
 
 use crate::Context;
 use k1s_api::storage::{
-    annotation, capacity, claim_class as class_of_claim, claim_phase as phase_of_claim, fits, names,
-    volume_phase as phase_of_volume, BETA_STORAGE_PROVISIONER, BIND_COMPLETED, BOUND_BY_CONTROLLER, PROVISIONED_BY,
-    PVC_PROTECTION, PV_PROTECTION, SELECTED_NODE, STORAGE_PROVISIONER,
+    annotation, capacity, claim_class as class_of_claim, claim_phase as phase_of_claim, dynamic_provisioner, fits,
+    names, volume_phase as phase_of_volume, waits_for_first_consumer, BETA_STORAGE_PROVISIONER, BIND_COMPLETED,
+    BOUND_BY_CONTROLLER, PROVISIONED_BY, PVC_PROTECTION, PV_PROTECTION, SELECTED_NODE, STORAGE_PROVISIONER,
 };
 use k1s_runtime::changes::{signal, sync_on_changes};
 use k1s_runtime::events::EventType;
@@ -223,8 +223,7 @@ impl Binder {
         }
         let class_name = class_of_claim(c);
         let class = self.classes.state().into_iter().find(|s| s.metadata.name.as_deref() == Some(class_name));
-        let wait_for_consumer =
-            class.as_ref().is_some_and(|s| s.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"));
+        let wait_for_consumer = class.as_deref().is_some_and(waits_for_first_consumer);
         let selected = annotation(&c.metadata, SELECTED_NODE);
         if wait_for_consumer && selected.is_none() {
             if let Some(node) = consumer_node(c, pods) {
@@ -248,11 +247,7 @@ impl Binder {
             self.patch_volume(v, json!({"spec": {"claimRef": claim_ref(c)}}), false).await;
             return;
         }
-        match class
-            .as_ref()
-            .map(|s| s.provisioner.as_str())
-            .filter(|p| !p.is_empty() && *p != "kubernetes.io/no-provisioner")
-        {
+        match class.as_deref().and_then(dynamic_provisioner) {
             Some(provisioner) => {
                 if annotation(&c.metadata, STORAGE_PROVISIONER) != Some(provisioner) {
                     let patch = json!({"metadata": {"annotations": {STORAGE_PROVISIONER: provisioner, BETA_STORAGE_PROVISIONER: provisioner}}});

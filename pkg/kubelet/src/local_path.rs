@@ -102,7 +102,7 @@ impl Provisioner {
                 return;
             }
         };
-        let immediate = class.volume_binding_mode.as_deref() != Some("WaitForFirstConsumer");
+        let immediate = !k1s_api::storage::waits_for_first_consumer(&class);
         match annotation(&c.metadata, SELECTED_NODE) {
             Some(n) if n != self.node() => return,
             None if !immediate => return,

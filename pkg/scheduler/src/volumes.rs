@@ -26,8 +26,6 @@ pub const ERR_UNBOUND_IMMEDIATE: &str = "pod has unbound immediate PersistentVol
 pub const ERR_BIND_CONFLICT: &str = "node(s) didn't find available persistent volumes to bind";
 pub const ERR_NODE_CONFLICT: &str = "node(s) had volume node affinity conflict";
 pub const ERR_PV_NOT_EXIST: &str = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)";
-/// A class without dynamic provisioning.
-const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
 
 /// The pod's claims after PreFilter.
 #[derive(Clone, Debug, Default)]
@@ -105,7 +103,7 @@ pub fn pre_filter(cache: &Cache, pod: &PodInfo) -> Result<Option<PodClaims>, Str
             continue;
         }
         let class = cache.class(storage::claim_class(&c));
-        let waits = class.as_ref().is_some_and(|s| s.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"));
+        let waits = class.as_deref().is_some_and(storage::waits_for_first_consumer);
         if !waits || !storage::volume_name(&c).is_empty() {
             return Err(ERR_UNBOUND_IMMEDIATE.into());
         }
@@ -138,10 +136,6 @@ fn topology_admits(class: &StorageClass, node: &Node) -> bool {
     terms.iter().any(|t| {
         t.match_label_expressions.iter().flatten().all(|e| labels.get(&e.key).is_some_and(|v| e.values.contains(v)))
     })
-}
-
-fn provisioner(class: Option<&Arc<StorageClass>>) -> Option<&str> {
-    class.map(|c| c.provisioner.as_str()).filter(|p| !p.is_empty() && *p != NO_PROVISIONER)
 }
 
 /// Filter on one node: the plan for the pod's waiting claims there, or upstream's reasons.
@@ -183,8 +177,10 @@ pub fn filter(claims: &PodClaims, node: &NodeInfo) -> Result<VolumePlan, Vec<&'s
                 continue;
             }
         }
-        match (provisioner(w.class.as_ref()), &w.class) {
-            (Some(_), Some(class)) if topology_admits(class, n) => plan.provisions.push(w.claim.clone()),
+        match w.class.as_deref() {
+            Some(c) if storage::dynamic_provisioner(c).is_some() && topology_admits(c, n) => {
+                plan.provisions.push(w.claim.clone())
+            }
             _ => {
                 unbound_ok = false;
                 break;
@@ -304,7 +300,7 @@ mod tests {
         c.set_node(node("a", "4", "4Gi").label("kubernetes.io/hostname", "a").build());
         c.set_node(node("b", "4", "4Gi").label("kubernetes.io/hostname", "b").build());
         c.set_class(class("local-path", "WaitForFirstConsumer", "k1s.io/local-path"));
-        c.set_class(class("manual", "WaitForFirstConsumer", NO_PROVISIONER));
+        c.set_class(class("manual", "WaitForFirstConsumer", "kubernetes.io/no-provisioner"));
         c.set_class(class("fast", "Immediate", "example.com/fast"));
         c
     }
