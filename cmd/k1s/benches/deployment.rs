@@ -169,7 +169,7 @@ fn main() {
             println!("bare CRI, {n} pods, parallelism {par}: {:.2} s", bare.as_secs_f64());
             return None;
         }
-        let client = k1s_runtime::connect(&s.kubeconfig()).await.expect("client");
+        let client = k1s_runtime::connect(&s.kubeconfig(), "k1s-bench").await.expect("client");
         Some((bare, through_k1s(client, n).await))
     });
     let Some((bare, (first_bound, all_bound, all_ready))) = results else { return };

@@ -150,7 +150,7 @@ fn main() {
     let s = common::Server::start_node();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let (mut k1s, mut bare) = rt.block_on(async {
-        let client = k1s_runtime::connect(&s.kubeconfig()).await.expect("client");
+        let client = k1s_runtime::connect(&s.kubeconfig(), "k1s-bench").await.expect("client");
         // Warm the image cache so both measures start from a present image.
         let cri_rt =
             k1s_cri::RemoteRuntime::connect(&format!("unix://{}", s.containerd_socket().display())).await.expect("cri");

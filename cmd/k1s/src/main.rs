@@ -3,6 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
+use std::io::IsTerminal;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -220,6 +221,12 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
     })
 }
 
+/// Whether log lines get ANSI colours: only on a terminal, and never when `NO_COLOR` is set to
+/// anything non-empty (no-color.org). systemd's journal and log files get plain text.
+fn log_colour(stderr_is_terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
 fn main() -> Result<()> {
     let cli = parse_cli()?;
     match cli.command {
@@ -247,6 +254,7 @@ fn main() -> Result<()> {
                         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
                 )
                 .with_writer(std::io::stderr)
+                .with_ansi(log_colour(std::io::stderr().is_terminal(), std::env::var_os("NO_COLOR")))
                 .init();
             let config = server_config(*args)?;
             let rt =
@@ -268,5 +276,18 @@ fn main() -> Result<()> {
                 k1s_server::run(config, cancel).await.context("k1s server")
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_colour;
+
+    #[test]
+    fn logs_are_coloured_only_on_a_terminal_without_no_color() {
+        assert!(log_colour(true, None));
+        assert!(log_colour(true, Some("".into())));
+        assert!(!log_colour(true, Some("1".into())));
+        assert!(!log_colour(false, None), "the journal and log files get no escape codes");
     }
 }

@@ -586,6 +586,103 @@ fn explain_api_resources_and_version() {
     }
 }
 
+/// kr8s asks for `GET /version/` before anything else; upstream serves every discovery and
+/// non-resource path with a trailing slash as it serves it without one.
+#[test]
+fn discovery_and_non_resource_paths_are_served_with_a_trailing_slash() {
+    let s = Server::start();
+    for path in [
+        "/version",
+        "/api",
+        "/apis",
+        "/api/v1",
+        "/apis/apps",
+        "/apis/apps/v1",
+        "/openapi/v2",
+        "/openapi/v3",
+        "/healthz",
+        "/livez",
+        "/readyz",
+        "/metrics",
+        "/.well-known/openid-configuration",
+        "/openid/v1/jwks",
+    ] {
+        let (plain, plain_body) = s.curl_text("GET", path, &[], None);
+        assert_eq!(plain, 200, "GET {path}: {plain_body}");
+        let slashed = format!("{path}/");
+        let (code, body) = s.curl_text("GET", &slashed, &[], None);
+        assert_eq!(code, 200, "GET {slashed}: {body}");
+        if !matches!(path, "/metrics") {
+            assert_eq!(body, plain_body, "GET {slashed} answers what GET {path} answers");
+        }
+    }
+    let v: Value = serde_json::from_str(&s.curl_text("GET", "/version/", &[], None).1).expect("json");
+    assert_eq!(v["minor"], "35");
+    assert_eq!(s.curl_anonymous("/version/"), 200, "/version/ is public, as upstream's system:public-info-viewer");
+    let (code, _) = s.curl_text("GET", "/apis/nope.example.com/", &[], None);
+    assert_eq!(code, 404);
+}
+
+/// The Deployment controller writes the revision annotation through /status, as upstream's does:
+/// a fresh Deployment stays at generation 1 and its observedGeneration catches up. Built-in
+/// writers send their upstream User-Agent, so managedFields name them.
+#[test]
+fn a_fresh_deployment_stays_at_generation_1_and_managed_fields_name_the_controller_manager() {
+    let s = Server::start_controllers();
+    s.ok(&["create", "deployment", "web", "--image=busybox", "--replicas=1"]);
+    let d = eventually(Duration::from_secs(30), "the deployment's revision and observedGeneration", || {
+        let d = s.json(&["get", "deploy", "web"]);
+        let revised = d["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "1";
+        (revised && d["status"]["observedGeneration"] == 1).then_some(d)
+    });
+    assert_eq!(d["metadata"]["generation"], 1, "{d}");
+    let yaml = s.ok(&["get", "deploy", "web", "-o", "yaml", "--show-managed-fields"]);
+    assert!(yaml.contains("manager: kube-controller-manager"), "{yaml}");
+    assert!(yaml.contains("subresource: status"), "{yaml}");
+    assert!(!yaml.contains("manager: unknown"), "{yaml}");
+    let rs = s.ok(&["get", "replicasets", "-l", "app=web", "-o", "yaml", "--show-managed-fields"]);
+    assert!(rs.contains("manager: kube-controller-manager"), "{rs}");
+    // A user's annotation is a change of the Deployment, as upstream counts it.
+    s.ok(&["annotate", "deploy", "web", "team=shop"]);
+    assert_eq!(s.json(&["get", "deploy", "web"])["metadata"]["generation"], 2);
+}
+
+/// systemd's journal and log files get plain text: colour only on a terminal.
+#[test]
+fn server_logs_redirected_to_a_file_carry_no_escape_codes() {
+    let s = Server::start();
+    s.ok(&["get", "namespaces"]);
+    let logs = s.logs();
+    assert!(logs.contains("INFO"), "{logs}");
+    assert!(!logs.contains('\u{1b}'), "escape codes in a redirected log:\n{logs}");
+}
+
+/// The Python client's `create_from_yaml` compares conflict bodies as strings: a 409 is
+/// byte-for-byte what kube-apiserver writes, field order and trailing newline included.
+#[test]
+fn conflict_status_body_is_upstreams_bytes() {
+    let s = Server::start();
+    let cm = s.write_file("cm.json", r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"dup"}}"#);
+    let (code, _) = s.curl("POST", "/api/v1/namespaces/default/configmaps", Some("application/json"), Some(&cm));
+    assert_eq!(code, 201);
+    let (code, body) = s.curl_text(
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &["Content-Type: application/json".to_string()],
+        Some(&cm),
+    );
+    assert_eq!(code, 409);
+    assert_eq!(
+        body,
+        concat!(
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","#,
+            r#""message":"configmaps \"dup\" already exists","reason":"AlreadyExists","#,
+            r#""details":{"name":"dup","kind":"configmaps"},"code":409}"#,
+            "\n"
+        )
+    );
+}
+
 #[test]
 fn invalid_objects_get_422_with_field_causes_and_nothing_is_written() {
     let s = Server::start();

@@ -181,49 +181,62 @@ impl ApiError {
         Self::new(503, "ServiceUnavailable", message)
     }
 
-    /// The `Status` object.
+    /// The `Status` object, its fields in the order upstream's `metav1.Status` declares them
+    /// (kind, apiVersion, metadata, status, message, reason, details, code; details as name,
+    /// group, kind, causes, retryAfterSeconds), empty ones left out as Go's `omitempty` does.
     pub fn status(&self) -> Value {
-        let mut status = json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        });
+        let mut status = serde_json::Map::new();
+        status.insert("kind".into(), json!("Status"));
+        status.insert("apiVersion".into(), json!("v1"));
+        status.insert("metadata".into(), json!({}));
+        status.insert("status".into(), json!("Failure"));
+        if !self.message.is_empty() {
+            status.insert("message".into(), json!(self.message));
+        }
+        if !self.reason.is_empty() {
+            status.insert("reason".into(), json!(self.reason));
+        }
         let mut details = serde_json::Map::new();
-        if let Some(n) = &self.name {
-            if !n.is_empty() {
-                details.insert("name".into(), json!(n));
-            }
+        if let Some(n) = self.name.as_deref().filter(|n| !n.is_empty()) {
+            details.insert("name".into(), json!(n));
         }
-        if let Some(g) = &self.group {
-            if !g.is_empty() {
-                details.insert("group".into(), json!(g));
-            }
+        if let Some(g) = self.group.as_deref().filter(|g| !g.is_empty()) {
+            details.insert("group".into(), json!(g));
         }
-        if let Some(k) = &self.kind {
+        if let Some(k) = self.kind.as_deref().filter(|k| !k.is_empty()) {
             details.insert("kind".into(), json!(k));
         }
         if !self.causes.is_empty() {
-            details.insert(
-                "causes".into(),
-                Value::Array(
-                    self.causes
-                        .iter()
-                        .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
-                        .collect(),
-                ),
-            );
+            let causes = self
+                .causes
+                .iter()
+                .map(|c| {
+                    let mut cause = serde_json::Map::new();
+                    for (k, v) in [("reason", &c.reason), ("message", &c.message), ("field", &c.field)] {
+                        if !v.is_empty() {
+                            cause.insert(k.into(), json!(v));
+                        }
+                    }
+                    Value::Object(cause)
+                })
+                .collect();
+            details.insert("causes".into(), Value::Array(causes));
         }
         if let Some(r) = self.retry_after {
             details.insert("retryAfterSeconds".into(), json!(r));
         }
         if !details.is_empty() {
-            status["details"] = Value::Object(details);
+            status.insert("details".into(), Value::Object(details));
         }
-        status
+        status.insert("code".into(), json!(self.code));
+        Value::Object(status)
+    }
+
+    /// The `Status` as upstream's JSON serializer writes it: compact, then a newline.
+    pub fn status_bytes(&self) -> Vec<u8> {
+        let mut body = serde_json::to_vec(&self.status()).unwrap_or_default();
+        body.push(b'\n');
+        body
     }
 }
 
@@ -262,6 +275,38 @@ pub fn from_store(e: k1s_store::StoreError, info: &ResourceInfo, name: &str) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Bytes kube-apiserver v1.35 answers to a second `POST /apis/apps/v1/namespaces/default/deployments`
+    /// of the same name: clients (the Python client's `create_from_yaml`) compare these strings.
+    #[test]
+    fn already_exists_status_is_byte_for_byte_upstreams() {
+        let e = ApiError::already_exists("apps", "deployments", "web");
+        assert_eq!(
+            String::from_utf8(e.status_bytes()).expect("utf-8"),
+            concat!(
+                r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","#,
+                r#""message":"deployments.apps \"web\" already exists","reason":"AlreadyExists","#,
+                r#""details":{"name":"web","group":"apps","kind":"deployments"},"code":409}"#,
+                "\n"
+            )
+        );
+    }
+
+    #[test]
+    fn invalid_status_orders_details_before_code_and_omits_empty_cause_fields() {
+        let e = ApiError::invalid(
+            "",
+            "ConfigMap",
+            "c",
+            &[FieldError::required("data", ""), FieldError::invalid("", "x", "bad")],
+        );
+        let body = String::from_utf8(e.status_bytes()).expect("utf-8");
+        let details = body.find(r#""details""#).expect("details");
+        let code = body.find(r#""code":422"#).expect("code");
+        assert!(details < code, "{body}");
+        assert!(!body.contains(r#""field":"""#), "{body}");
+        assert!(body.ends_with("}\n"), "{body}");
+    }
 
     #[test]
     fn invalid_status_carries_causes_and_upstream_message() {

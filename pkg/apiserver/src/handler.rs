@@ -68,7 +68,8 @@ fn respond_bytes(code: StatusCode, body: Vec<u8>) -> Response<Body> {
 }
 
 pub fn error_response(e: &ApiError) -> Response<Body> {
-    let mut r = respond_json(StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), &e.status());
+    let mut r =
+        respond_bytes(StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), e.status_bytes());
     if let Some(s) = e.retry_after {
         if let Ok(v) = HeaderValue::from_str(&s.to_string()) {
             r.headers_mut().insert(header::RETRY_AFTER, v);
@@ -146,7 +147,7 @@ async fn authenticated(
     let span = tracing::debug_span!("request", %method, %path, verb = %info.verb, user = %user.name);
     let _enter = span.enter();
     drop(_enter);
-    let public = matches!(path.as_str(), "/version" | "/healthz" | "/livez" | "/readyz")
+    let public = matches!(path.as_str(), "/version" | "/version/" | "/healthz" | "/livez" | "/readyz")
         || path.starts_with("/livez/")
         || path.starts_with("/readyz/")
         || path.starts_with("/healthz/");
@@ -210,6 +211,12 @@ fn non_resource(state: &State, method: &Method, path: &str, query: &Query, heade
         return error_response(&ApiError::method_not_allowed(method.as_str(), path));
     }
     let accept = header_str(headers, header::ACCEPT);
+    // Upstream serves each of these paths with a trailing slash too (`/version/`, `/api/`,
+    // `/apis/`, `/openapi/v2/`): kr8s asks for `/version/` before anything else.
+    let path = match path.strip_suffix('/') {
+        Some(p) if !p.is_empty() => p,
+        _ => path,
+    };
     match path {
         "/version" => respond_json(StatusCode::OK, &version_doc()),
         "/metrics" => {
@@ -290,7 +297,7 @@ fn non_resource(state: &State, method: &Method, path: &str, query: &Query, heade
                 r
             }
         }
-        "/openapi/v3" | "/openapi/v3/" => {
+        "/openapi/v3" => {
             let mut r = Response::new(full(state.registry.custom.current().openapi_index().to_vec()));
             r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
             r

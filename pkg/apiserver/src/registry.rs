@@ -139,7 +139,11 @@ fn tracks_generation(info: &ResourceInfo) -> bool {
 /// resource everything but metadata (and status, when it has a status subresource).
 fn generation_changes(info: &ResourceInfo, new: &Value, old: &Value) -> bool {
     if info.custom.is_none() {
-        return new.get("spec") != old.get("spec");
+        // A Deployment's annotations are copied to its ReplicaSets: changing them bumps its
+        // generation too (upstream's deploymentStrategy).
+        let annotations = |v: &Value| object::meta(v).and_then(|m| m.get("annotations")).cloned();
+        return new.get("spec") != old.get("spec")
+            || (status_update_keeps_annotations(info) && annotations(new) != annotations(old));
     }
     let status = info.has_subresource("status");
     let counted = |v: &Value| -> Vec<(String, Value)> {
@@ -151,6 +155,14 @@ fn generation_changes(info: &ResourceInfo, new: &Value, old: &Value) -> bool {
             .collect()
     };
     counted(new) != counted(old)
+}
+
+/// Whether a `/status` update may change the object's annotations, as upstream's status
+/// strategy allows for Deployments (it resets only spec and labels): the Deployment controller
+/// writes the `deployment.kubernetes.io/revision` annotation with the status, so that it does not
+/// bump the generation as a main-resource write would.
+fn status_update_keeps_annotations(info: &ResourceInfo) -> bool {
+    info.group == "apps" && info.resource == "deployments"
 }
 
 /// Field selector labels each kind supports besides `metadata.name` / `metadata.namespace`.
@@ -669,6 +681,8 @@ impl Registry {
             let status = new.get("status").cloned();
             let managed = object::meta(new).and_then(|m| m.get("managedFields")).cloned();
             let rv = object::meta(new).and_then(|m| m.get("resourceVersion")).cloned();
+            let annotations = status_update_keeps_annotations(info)
+                .then(|| object::meta(new).and_then(|m| m.get("annotations")).cloned());
             *new = old.clone();
             match status {
                 Some(s) => {
@@ -688,6 +702,11 @@ impl Registry {
             match rv {
                 Some(rv) => md.insert("resourceVersion".into(), rv),
                 None => md.remove("resourceVersion"),
+            };
+            match annotations {
+                Some(Some(a)) => md.insert("annotations".into(), a),
+                Some(None) => md.remove("annotations"),
+                None => None,
             };
         } else if info.has_subresource("status") && ctx.subresource.is_none() {
             match old.get("status") {

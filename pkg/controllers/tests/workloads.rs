@@ -78,7 +78,9 @@ impl Server {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if self.kubeconfig().exists() {
-                if let Ok(client) = k1s_runtime::connect(&self.kubeconfig()).await {
+                if let Ok(client) =
+                    k1s_runtime::connect(&self.kubeconfig(), &k1s_runtime::user_agent("kube-controller-manager")).await
+                {
                     let ready =
                         client.request_text(http::Request::get("/readyz").body(Vec::new()).expect("request")).await;
                     if ready.is_ok() {

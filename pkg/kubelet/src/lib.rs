@@ -14,6 +14,7 @@ pub mod logs;
 pub mod node;
 pub mod pods;
 pub mod registries;
+pub mod runtime_state;
 pub mod server;
 
 use k1s_cri::{ImageService, RuntimeService};
@@ -79,6 +80,10 @@ pub struct Shared {
     pub kubelet_port: std::sync::atomic::AtomicU16,
     /// All Services, for the containers' service environment variables.
     pub services: pods::env::services::ServiceCache,
+    /// The runtime's health as last checked: the node's Ready condition.
+    pub runtime_state: std::sync::Mutex<runtime_state::RuntimeState>,
+    /// The Ready condition's status last reported and since when (its lastTransitionTime).
+    pub ready_transition: std::sync::Mutex<(String, String)>,
 }
 
 impl Shared {
@@ -98,8 +103,6 @@ impl Shared {
 
 #[derive(Debug, thiserror::Error)]
 pub enum KubeletError {
-    #[error("asking the container runtime for its version: {0}")]
-    RuntimeVersion(k1s_cri::CriError),
     #[error("{0}")]
     Node(#[from] node::NodeError),
     #[error("starting the kubelet server: {0}")]
@@ -119,10 +122,10 @@ pub async fn run(
     for d in [&config.root_dir, &config.pod_log_dir] {
         std::fs::create_dir_all(d).map_err(|source| KubeletError::Dir { path: d.clone(), source })?;
     }
-    let version = runtime
-        .version(k1s_cri::v1::VersionRequest { version: "v1".into() })
-        .await
-        .map_err(KubeletError::RuntimeVersion)?;
+    // containerd accepts connections before its CRI plugin answers: wait for it.
+    let Some(version) = runtime_state::wait_for_version(&*runtime, &cancel).await else {
+        return Ok(());
+    };
     let runtime_version = format!("{}://{}", version.runtime_name, version.runtime_version);
     let host = host::gather(&config.root_dir);
     let parallel_starts = config.parallel_starts.max(1);
@@ -139,7 +142,10 @@ pub async fn run(
         pulls: images::PullCoordinator::default(),
         start_slots: tokio::sync::Semaphore::new(parallel_starts),
         kubelet_port: std::sync::atomic::AtomicU16::new(0),
+        runtime_state: std::sync::Mutex::new(runtime_state::RuntimeState::default()),
+        ready_transition: std::sync::Mutex::new((String::new(), String::new())),
     });
+    runtime_state::check(&*shared.runtime, &shared.runtime_state).await;
     let srv = server::serve(
         server::ServerConfig {
             listen: std::net::SocketAddr::new(std::net::IpAddr::from([0, 0, 0, 0]), shared.config.kubelet_port),

@@ -54,6 +54,14 @@ pub fn node_status(shared: &Shared, host: &HostInfo, runtime_version: &str, imag
         json!({"type": type_, "status": status, "reason": reason, "message": message,
                "lastHeartbeatTime": t, "lastTransitionTime": shared.started_at})
     };
+    let (ready, ready_reason, ready_message) = ready_condition(shared);
+    let mut ready_cond = cond("Ready", ready, ready_reason, &ready_message);
+    if let Ok(mut last) = shared.ready_transition.lock() {
+        if last.0 != ready {
+            *last = (ready.to_string(), t.clone());
+        }
+        ready_cond["lastTransitionTime"] = json!(last.1);
+    }
     let capacity = json!({
         "cpu": host.cpus.to_string(),
         "memory": format!("{}Ki", host.memory_kib),
@@ -69,7 +77,7 @@ pub fn node_status(shared: &Shared, host: &HostInfo, runtime_version: &str, imag
             cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
             cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
             cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-            cond("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+            ready_cond,
         ],
         "addresses": [
             {"type": "InternalIP", "address": c.node_ip.to_string()},
@@ -90,6 +98,14 @@ pub fn node_status(shared: &Shared, host: &HostInfo, runtime_version: &str, imag
         },
         "images": images,
     })
+}
+
+/// The node's Ready condition from the runtime's last checked health: (status, reason, message).
+pub fn ready_condition(shared: &Shared) -> (&'static str, &'static str, String) {
+    match shared.runtime_state.lock() {
+        Ok(s) => s.ready_condition(std::time::Instant::now()),
+        Err(_) => ("Unknown", "KubeletNotReady", "runtime state unavailable".to_string()),
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -133,16 +149,31 @@ async fn post_status(shared: &Arc<Shared>, host: &HostInfo) -> Result<(), NodeEr
     Ok(())
 }
 
-/// Renews the Lease every 10 s and posts node status every minute until cancelled.
+/// Renews the Lease every 10 s, checks the runtime every 5 s (posting node status at once when
+/// the Ready condition changes) and posts node status every minute until cancelled.
 pub async fn heartbeat(shared: Arc<Shared>, host: HostInfo) {
     let name = shared.config.node_name.clone();
     let leases: Api<Lease> = Api::namespaced(shared.client.clone(), "kube-node-lease");
     let mut lease_tick = tokio::time::interval(LEASE_RENEW);
     let mut status_tick = tokio::time::interval(STATUS_REPORT);
+    let mut runtime_tick = tokio::time::interval(crate::runtime_state::CHECK_INTERVAL);
     status_tick.tick().await;
+    runtime_tick.tick().await;
+    let mut reported = ready_condition(&shared);
     loop {
         tokio::select! {
             _ = shared.cancel.cancelled() => return,
+            _ = runtime_tick.tick() => {
+                crate::runtime_state::check(&*shared.runtime, &shared.runtime_state).await;
+                let now = ready_condition(&shared);
+                if now != reported {
+                    tracing::info!(ready = now.0, reason = now.1, message = %now.2, "node readiness changed");
+                    match post_status(&shared, &host).await {
+                        Ok(()) => reported = now,
+                        Err(e) => tracing::warn!(error = %e, "node status update failed"),
+                    }
+                }
+            }
             _ = lease_tick.tick() => {
                 if let Err(e) = renew_lease(&shared, &leases, &name).await {
                     tracing::warn!(error = %e, "lease renewal failed");

@@ -20,8 +20,20 @@ pub enum ConnectError {
     Client { path: String, message: String },
 }
 
-/// A client authenticated with the kubeconfig at `path`.
-pub async fn connect(path: &Path) -> Result<kube::Client, ConnectError> {
+/// The User-Agent upstream's components send (`kube-controller-manager/v1.35.0 (linux/amd64)
+/// kubernetes/<commit>`): the API server names a request's default field manager after its
+/// first segment, so managedFields and server-side apply conflicts name the component.
+pub fn user_agent(component: &str) -> String {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    format!("{component}/v1.35.0+k1s-{} (linux/{arch}) kubernetes/k1s", env!("CARGO_PKG_VERSION"))
+}
+
+/// A client authenticated with the kubeconfig at `path`, sending `user_agent`.
+pub async fn connect(path: &Path, user_agent: &str) -> Result<kube::Client, ConnectError> {
     let p = path.display().to_string();
     let kc = kube::config::Kubeconfig::read_from(path)
         .map_err(|e| ConnectError::Kubeconfig { path: p.clone(), message: e.to_string() })?;
@@ -29,5 +41,18 @@ pub async fn connect(path: &Path) -> Result<kube::Client, ConnectError> {
         .await
         .map_err(|e| ConnectError::Kubeconfig { path: p.clone(), message: e.to_string() })?;
     cfg.read_timeout = None;
+    let ua = http::HeaderValue::from_str(user_agent)
+        .map_err(|e| ConnectError::Client { path: p.clone(), message: format!("user agent {user_agent:?}: {e}") })?;
+    cfg.headers.push((http::header::USER_AGENT, ua));
     kube::Client::try_from(cfg).map_err(|e| ConnectError::Client { path: p, message: e.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn user_agent_starts_with_the_component_as_upstreams_do() {
+        let ua = super::user_agent("kube-controller-manager");
+        assert!(ua.starts_with("kube-controller-manager/v1.35.0"), "{ua}");
+        assert!(ua.contains(" (linux/"), "{ua}");
+    }
 }

@@ -63,7 +63,8 @@ impl Cluster {
         let mut child = Some(child);
         while Instant::now() < deadline {
             if kubeconfig.exists() {
-                if let Ok(client) = k1s_runtime::connect(&kubeconfig).await {
+                if let Ok(client) = k1s_runtime::connect(&kubeconfig, &k1s_runtime::user_agent("kube-scheduler")).await
+                {
                     if client.apiserver_version().await.is_ok() {
                         cluster = Some(client);
                         break;

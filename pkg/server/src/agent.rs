@@ -1,13 +1,12 @@
 //! The node half of `k1s server`: containerd (supervised, or an existing one), the CNI
 //! config, registry hosts, and the kubelet with the node's own identity.
 
-use crate::{component_client, Config, ServerError};
+use crate::{component_client, Component, Config, Identity, ServerError};
 use k1s_kubelet::containerd::{ensure_shared_mount, ContainerdConfig, HostFacts, Supervisor, SupervisorConfig};
 use k1s_kubelet::registries::Registries;
 use k1s_pki::Pki;
 use std::path::Path;
 use std::sync::Arc;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// Plain-HTTP registries k1s always knows (the local test registry).
@@ -38,7 +37,7 @@ pub async fn start(
     cred_dir: &Path,
     api_url: &str,
     cancel: CancellationToken,
-) -> Result<Vec<JoinHandle<()>>, ServerError> {
+) -> Result<Vec<Component>, ServerError> {
     let mut tasks = Vec::new();
     let mut registries = Registries::load(&config.registries_config).map_err(AgentError::from)?;
     registries.add_plain_http_registry(LOCAL_REGISTRY);
@@ -63,7 +62,7 @@ pub async fn start(
                 .await
                 .map_err(AgentError::from)?;
             let ep = format!("unix://{}", handle.socket().display());
-            tasks.push(tokio::spawn(async move {
+            tasks.push(Component::spawn("containerd's supervision", async move {
                 if let Err(e) = handle.join().await {
                     tracing::error!(error = %e, "containerd supervision ended");
                 }
@@ -77,8 +76,9 @@ pub async fn start(
             .map_err(|source| AgentError::Cri { endpoint: endpoint.clone(), source })?,
     );
     let node = config.node_name.clone();
-    let client =
-        component_client(pki, cred_dir, api_url, "kubelet", &format!("system:node:{node}"), &["system:nodes"]).await?;
+    let cn = format!("system:node:{node}");
+    let id = Identity { file: "kubelet", cn: &cn, orgs: &["system:nodes"], agent: "kubelet" };
+    let client = component_client(pki, cred_dir, api_url, id).await?;
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
     let mut sans =
         vec![config.node_ip.to_string(), "127.0.0.1".to_string(), "localhost".to_string(), config.node_name.clone()];
@@ -111,7 +111,7 @@ pub async fn start(
     };
     let cancel_k = cancel.clone();
     let images = runtime.clone();
-    tasks.push(tokio::spawn(async move {
+    tasks.push(Component::spawn("the kubelet", async move {
         if let Err(e) = k1s_kubelet::run(kubelet_config, client, runtime, images, cancel_k).await {
             tracing::error!(error = %e, "kubelet stopped");
         }

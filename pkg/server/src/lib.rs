@@ -67,6 +67,55 @@ pub enum ServerError {
     Proxy(#[source] k1s_proxy::ConfigError),
     #[error("starting the node agent: {0}")]
     Agent(#[from] agent::AgentError),
+    #[error("{component} stopped while the server was running; exiting rather than serving half-alive")]
+    ComponentStopped { component: &'static str },
+}
+
+/// A part of k1s that runs until the server is cancelled: the API server, the controllers, the
+/// scheduler, containerd's supervision, the kubelet, the proxy, the cluster DNS.
+pub struct Component {
+    pub name: &'static str,
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+impl Component {
+    fn spawn(name: &'static str, f: impl std::future::Future<Output = ()> + Send + 'static) -> Component {
+        Component { name, task: tokio::spawn(f) }
+    }
+}
+
+/// Waits until `cancel` fires, then for every component to end (each for at most `grace`).
+/// A component that ends first leaves the server half-alive (an API without a kubelet never
+/// registers its node; pods stay Pending): the others are cancelled and its name is returned, so
+/// the process exits non-zero and its supervisor (systemd's `Restart=always`) starts it again.
+pub async fn supervise(
+    components: Vec<Component>,
+    cancel: &CancellationToken,
+    grace: Duration,
+) -> Result<(), ServerError> {
+    let mut set = tokio::task::JoinSet::new();
+    for c in components {
+        let (name, task) = (c.name, c.task);
+        set.spawn(async move {
+            let _ = task.await;
+            name
+        });
+    }
+    let stopped = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => None,
+        Some(ended) = set.join_next(), if !cancel.is_cancelled() => {
+            let component = ended.unwrap_or("a component");
+            tracing::error!(component, "a component stopped while the server was running; stopping the server");
+            cancel.cancel();
+            Some(component)
+        }
+    };
+    let _ = tokio::time::timeout(grace, async { while set.join_next().await.is_some() {} }).await;
+    match stopped {
+        Some(component) => Err(ServerError::ComponentStopped { component }),
+        None => Ok(()),
+    }
 }
 
 fn hostname() -> String {
@@ -172,15 +221,21 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
 
     let compactor = tokio::spawn(compact_periodically(store.clone(), config.compaction_interval, cancel.clone()));
     let api_url = format!("https://127.0.0.1:{port}");
-    let components = start_components(&config, &pki, &server_dir, &api_url, cancel.clone()).await?;
-    cancel.cancelled().await;
-    for c in components {
-        let _ = tokio::time::timeout(Duration::from_secs(10), c).await;
-    }
+    let mut components = start_components(&config, &pki, &server_dir, &api_url, cancel.clone()).await?;
+    components.push(Component { name: "the API server", task: api.task });
+    let result = supervise(components, &cancel, Duration::from_secs(10)).await;
     tracing::info!("shutting down");
     let _ = compactor.await;
-    let _ = tokio::time::timeout(Duration::from_secs(5), api.task).await;
-    Ok(())
+    result
+}
+
+/// A built-in component: the file its credentials are kept in, its user (CN and
+/// organizations) and its upstream name, which its User-Agent (and so its field manager) starts with.
+struct Identity<'a> {
+    file: &'a str,
+    cn: &'a str,
+    orgs: &'a [&'a str],
+    agent: &'a str,
 }
 
 /// Writes a kubeconfig for a built-in component's own identity and connects with it.
@@ -188,14 +243,12 @@ async fn component_client(
     pki: &Pki,
     cred_dir: &std::path::Path,
     api_url: &str,
-    file: &str,
-    cn: &str,
-    orgs: &[&str],
+    id: Identity<'_>,
 ) -> Result<kube::Client, ServerError> {
-    let pair = pki.client(file, cn, orgs)?;
-    let path = cred_dir.join(format!("{file}.kubeconfig"));
+    let pair = pki.client(id.file, id.cn, id.orgs)?;
+    let path = cred_dir.join(format!("{}.kubeconfig", id.file));
     k1s_pki::write_kubeconfig(&path, &k1s_pki::kubeconfig(api_url, &pki.ca.cert_pem, &pair), 0o600)?;
-    Ok(k1s_runtime::connect(&path).await?)
+    Ok(k1s_runtime::connect(&path, &k1s_runtime::user_agent(id.agent)).await?)
 }
 
 fn disabled(config: &Config, name: &str) -> bool {
@@ -209,12 +262,23 @@ async fn start_components(
     server_dir: &std::path::Path,
     api_url: &str,
     cancel: CancellationToken,
-) -> Result<Vec<tokio::task::JoinHandle<()>>, ServerError> {
+) -> Result<Vec<Component>, ServerError> {
     let cred = server_dir.join("cred");
     std::fs::create_dir_all(&cred).map_err(|source| ServerError::DataDir { path: cred.clone(), source })?;
     let mut tasks = Vec::new();
     if !disabled(config, "controllers") {
-        let client = component_client(pki, &cred, api_url, "controller", "system:kube-controller-manager", &[]).await?;
+        let client = component_client(
+            pki,
+            &cred,
+            api_url,
+            Identity {
+                file: "controller",
+                cn: "system:kube-controller-manager",
+                orgs: &[],
+                agent: "kube-controller-manager",
+            },
+        )
+        .await?;
         let ctx = std::sync::Arc::new(k1s_controllers::Context {
             recorder: k1s_runtime::events::Recorder::new(client.clone(), "controller-manager", None),
             client,
@@ -222,16 +286,28 @@ async fn start_components(
             root_ca_pem: pki.ca.cert_pem.clone(),
         });
         let off = config.disable.clone();
-        tasks.push(tokio::spawn(async move { k1s_controllers::run(ctx, &off).await }));
+        tasks.push(Component::spawn("the controllers", async move { k1s_controllers::run(ctx, &off).await }));
     }
     if !disabled(config, "scheduler") {
-        let client = component_client(pki, &cred, api_url, "scheduler", "system:kube-scheduler", &[]).await?;
-        tasks.push(tokio::spawn(k1s_scheduler::run(client, cancel.clone())));
+        let client = component_client(
+            pki,
+            &cred,
+            api_url,
+            Identity { file: "scheduler", cn: "system:kube-scheduler", orgs: &[], agent: "kube-scheduler" },
+        )
+        .await?;
+        tasks.push(Component::spawn("the scheduler", k1s_scheduler::run(client, cancel.clone())));
     }
     if !config.disable_agent {
         tasks.extend(agent::start(config, pki, &cred, api_url, cancel.clone()).await?);
         if !disabled(config, "proxy") {
-            let client = component_client(pki, &cred, api_url, "proxy", "system:kube-proxy", &[]).await?;
+            let client = component_client(
+                pki,
+                &cred,
+                api_url,
+                Identity { file: "proxy", cn: "system:kube-proxy", orgs: &[], agent: "kube-proxy" },
+            )
+            .await?;
             let mut ips = vec![config.node_ip];
             if let Some(a) = config.advertise_address {
                 if a != config.node_ip {
@@ -241,16 +317,22 @@ async fn start_components(
             let proxy =
                 k1s_proxy::ProxyConfig::new(&config.node_name, &ips, &config.cluster_cidr, &config.service_cidr)
                     .map_err(ServerError::Proxy)?;
-            tasks.push(tokio::spawn(k1s_proxy::run(client, proxy, cancel.clone())));
+            tasks.push(Component::spawn("the service proxy", k1s_proxy::run(client, proxy, cancel.clone())));
         }
         if !disabled(config, "dns") {
-            let client = component_client(pki, &cred, api_url, "dns", "system:k1s-dns", &[]).await?;
+            let client = component_client(
+                pki,
+                &cred,
+                api_url,
+                Identity { file: "dns", cn: "system:k1s-dns", orgs: &[], agent: "k1s-dns" },
+            )
+            .await?;
             let mut dns = k1s_dns::DnsConfig::new(config.cluster_dns, &config.cluster_domain);
             if let Some(up) = &config.dns_upstreams {
                 dns.upstream = up.clone();
             }
             let cancel = cancel.clone();
-            tasks.push(tokio::spawn(async move {
+            tasks.push(Component::spawn("the cluster DNS", async move {
                 if let Err(e) = k1s_dns::run(client, dns, cancel).await {
                     tracing::error!(error = %e, "cluster DNS failed");
                 }
@@ -287,4 +369,42 @@ async fn compact_periodically(store: Store, every: Duration, cancel: Cancellatio
 /// The node's own address: the first global IPv4 address of a non-k1s interface.
 pub fn detect_node_ip() -> Option<IpAddr> {
     k1s_kubelet::host::detect_node_ip()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn until_cancelled(cancel: &CancellationToken) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let c = cancel.clone();
+        async move { c.cancelled().await }
+    }
+
+    /// Issue 16: the kubelet stopped and the API kept serving a node that never registered.
+    #[tokio::test]
+    async fn a_component_that_stops_stops_the_server_with_its_name() {
+        let cancel = CancellationToken::new();
+        let components = vec![
+            Component::spawn("the API server", until_cancelled(&cancel)),
+            Component::spawn("the kubelet", async {}),
+        ];
+        let r = supervise(components, &cancel, Duration::from_secs(5)).await;
+        assert!(matches!(r, Err(ServerError::ComponentStopped { component: "the kubelet" })), "{r:?}");
+        assert!(cancel.is_cancelled(), "the other components are told to stop");
+    }
+
+    #[tokio::test]
+    async fn cancelling_stops_every_component_without_an_error() {
+        let cancel = CancellationToken::new();
+        let components = vec![
+            Component::spawn("the API server", until_cancelled(&cancel)),
+            Component::spawn("the kubelet", until_cancelled(&cancel)),
+        ];
+        let c = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            c.cancel();
+        });
+        supervise(components, &cancel, Duration::from_secs(5)).await.expect("a clean stop");
+    }
 }

@@ -81,6 +81,17 @@ impl Server {
         s
     }
 
+    /// The control plane and the kubelet, with `extra` flags (e.g. a
+    /// `--container-runtime-endpoint` served by the test's fake CRI), not waiting for the node.
+    pub fn start_agent_with(extra: &[&str]) -> Server {
+        let mut s = Self::start_unspawned();
+        s.agent = true;
+        s.controllers = true;
+        s.extra = extra.iter().map(|s| s.to_string()).collect();
+        s.spawn();
+        s
+    }
+
     pub fn run_dir(&self) -> PathBuf {
         self.dir.path().join("run")
     }
@@ -90,7 +101,7 @@ impl Server {
         self.run_dir().join("containerd").join("containerd.sock")
     }
 
-    fn wait_node_ready(&self) {
+    pub fn wait_node_ready(&self) {
         eventually(Duration::from_secs(90), "the node to be Ready", || {
             let out = self.kubectl(&[
                 "get",

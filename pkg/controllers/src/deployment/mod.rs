@@ -18,12 +18,11 @@ use jiff::Timestamp;
 use k1s_runtime::events::{EventType, Recorder};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::ResourceExt;
-use serde_json::json;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use sync::Step;
@@ -338,9 +337,12 @@ async fn execute(
                 if latest.annotations().get(util::REVISION) == Some(&rev) {
                     continue;
                 }
-                let patch = json!({"metadata": {"annotations": {util::REVISION: rev}}});
+                // Through /status, as upstream's controller writes it: a main-resource write of
+                // an annotation would bump the Deployment's generation.
+                let mut obj = latest.clone();
+                obj.metadata.annotations.get_or_insert_with(Default::default).insert(util::REVISION.to_string(), rev);
                 latest = d_api
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .replace_status(&name, &PostParams::default(), &obj)
                     .await
                     .map_err(|error| Error::SetRevision { namespace: ns.clone(), name: name.clone(), error })?;
             }

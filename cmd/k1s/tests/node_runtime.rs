@@ -1,0 +1,114 @@
+//! The kubelet against a container runtime that is not up yet, or goes away (issue 16):
+//! `k1s server` with a `--container-runtime-endpoint` served by the fake CRI in this process.
+
+mod common;
+
+use common::{eventually, Server};
+use k1s_cri::serve::{bind_unix, CriServer};
+use k1s_cri::{Code, CriError, CriOp, FailureRule, FakeRuntime};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Serves `fake` on a unix socket under `dir` from a runtime of its own; returns the endpoint.
+fn serve_fake(fake: &Arc<FakeRuntime>, dir: &Path) -> (String, tokio::runtime::Runtime) {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let socket = dir.join("fake-cri.sock");
+    let listener = rt.block_on(async { bind_unix(&socket) }).expect("bind the fake CRI");
+    let server = CriServer::new(fake.clone(), fake.clone());
+    rt.spawn(server.serve(listener, std::future::pending()));
+    (format!("unix://{}", socket.display()), rt)
+}
+
+fn ready_condition(s: &Server) -> (String, String) {
+    let out = s.kubectl(&[
+        "get",
+        "nodes",
+        "-o",
+        "jsonpath={.items[0].status.conditions[?(@.type==\"Ready\")].status}|{.items[0].status.conditions[?(@.type==\"Ready\")].message}",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (status, message) = text.split_once('|').unwrap_or(("", ""));
+    (status.to_string(), message.to_string())
+}
+
+/// containerd accepts connections before its CRI plugin answers ("server is not initialized
+/// yet"): in 2 of 10 starts the kubelet gave up and no Node was ever registered.
+#[test]
+fn the_kubelet_waits_for_a_runtime_that_is_not_initialized_yet_and_the_node_becomes_ready() {
+    let fake = Arc::new(FakeRuntime::new());
+    let not_yet = CriError::rpc(CriOp::Version, Code::Unknown, "server is not initialized yet");
+    fake.inject_failure(FailureRule::new(CriOp::Version, not_yet).times(6));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (endpoint, _rt) = serve_fake(&fake, dir.path());
+    let s = Server::start_agent_with(&[&format!("--container-runtime-endpoint={endpoint}"), "--disable=proxy,dns"]);
+    s.wait_node_ready();
+    assert!(fake.count(CriOp::Version) >= 7, "asked {} times", fake.count(CriOp::Version));
+    let logs = s.logs();
+    assert!(logs.contains("waiting for the container runtime"), "{logs}");
+    assert!(logs.contains("server is not initialized yet"), "{logs}");
+
+    // The node's Ready condition tells what is wrong with the runtime, and recovers with it.
+    fake.set_network_ready(false);
+    let message = eventually(Duration::from_secs(30), "the node NotReady", || {
+        let (status, message) = ready_condition(&s);
+        (status == "False").then_some(message)
+    });
+    assert!(message.starts_with("container runtime network not ready: NetworkReady=false"), "{message}");
+    fake.set_network_ready(true);
+    s.wait_node_ready();
+    let (_, message) = ready_condition(&s);
+    assert_eq!(message, "kubelet is posting ready status");
+}
+
+/// A kubelet that stops must not leave the API serving a node that never comes: the server
+/// exits non-zero and names it, so that systemd starts it again.
+#[test]
+fn a_kubelet_that_stops_stops_the_server_with_a_non_zero_exit() {
+    let fake = Arc::new(FakeRuntime::new());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (endpoint, _rt) = serve_fake(&fake, dir.path());
+    // The kubelet's port is taken: its server cannot start, so the kubelet stops.
+    let taken = std::net::TcpListener::bind("0.0.0.0:0").expect("bind");
+    let port = taken.local_addr().expect("addr").port();
+    std::fs::write(dir.path().join("config.yaml"), "").expect("config");
+    let log = std::fs::File::create(dir.path().join("server.log")).expect("log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_k1s"))
+        .arg("server")
+        .arg(format!("--container-runtime-endpoint={endpoint}"))
+        .arg("--disable=proxy,dns")
+        .arg(format!("--kubelet-port={port}"))
+        .arg("--https-listen-port=0")
+        .arg("--bind-address=127.0.0.1")
+        .arg("--pause-image=127.0.0.1:5000/pause:3.10")
+        .arg(format!("--config={}", dir.path().join("config.yaml").display()))
+        .arg(format!("--data-dir={}", dir.path().join("data").display()))
+        .arg(format!("--run-dir={}", dir.path().join("run").display()))
+        .arg(format!("--pod-log-dir={}", dir.path().join("logs").display()))
+        .arg(format!("--write-kubeconfig={}", dir.path().join("kubeconfig.yaml").display()))
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn k1s");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!(
+                "k1s kept running without its kubelet:\n{}",
+                std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let logs = std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default();
+    assert!(!status.success(), "{logs}");
+    assert!(logs.contains("kubelet stopped"), "{logs}");
+    assert!(logs.contains("the kubelet stopped while the server was running"), "{logs}");
+    drop(taken);
+}
