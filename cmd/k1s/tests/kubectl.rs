@@ -647,6 +647,45 @@ fn a_fresh_deployment_stays_at_generation_1_and_managed_fields_name_the_controll
     assert_eq!(s.json(&["get", "deploy", "web"])["metadata"]["generation"], 2);
 }
 
+/// A patch that names no resourceVersion is applied again to the newer object when it loses a
+/// race, as upstream's: concurrent patches of one object all succeed (a 409 here broke `kubectl
+/// scale` against a Deployment whose controller was writing its status).
+#[test]
+fn concurrent_patches_without_a_resource_version_all_succeed() {
+    let s = Server::start();
+    s.ok(&["create", "configmap", "shared"]);
+    let s = std::sync::Arc::new(s);
+    let threads: Vec<_> = (0..12)
+        .map(|i| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let body = s.write_file(&format!("patch-{i}.json"), &format!(r#"{{"data":{{"k{i}":"v"}}}}"#));
+                s.curl_text(
+                    "PATCH",
+                    "/api/v1/namespaces/default/configmaps/shared",
+                    &["Content-Type: application/merge-patch+json".to_string()],
+                    Some(&body),
+                )
+            })
+        })
+        .collect();
+    for t in threads {
+        let (code, body) = t.join().expect("patch thread");
+        assert_eq!(code, 200, "{body}");
+    }
+    let cm = s.json(&["get", "configmap", "shared"]);
+    assert_eq!(cm["data"].as_object().map(|d| d.len()), Some(12), "{cm}");
+    // One that names a stale resourceVersion is still refused.
+    let stale = s.write_file("stale.json", r#"{"metadata":{"resourceVersion":"1"},"data":{"x":"y"}}"#);
+    let (code, body) = s.curl_text(
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/shared",
+        &["Content-Type: application/merge-patch+json".to_string()],
+        Some(&stale),
+    );
+    assert_eq!(code, 409, "{body}");
+}
+
 /// systemd's journal and log files get plain text: colour only on a terminal.
 #[test]
 fn server_logs_redirected_to_a_file_carry_no_escape_codes() {

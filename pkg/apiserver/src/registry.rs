@@ -1059,7 +1059,9 @@ impl Registry {
             match res {
                 Ok(v) => return Ok((v, false)),
                 Err(Some(e)) => return Err(e),
-                Err(None) if patch_rv.is_some() => return Err(ApiError::stale(info.group, info.resource, name)),
+                // A lost race: the patch is applied again to the object now stored. A patch that
+                // names a resourceVersion then carries the old one and is refused above, as
+                // upstream's; one that names none (the patched object only inherited it) wins.
                 Err(None) => continue,
             }
         }
