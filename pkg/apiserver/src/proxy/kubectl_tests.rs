@@ -205,6 +205,35 @@ async fn fake_port_forward<IO: AsyncRead + AsyncWrite + Unpin>(io: IO) {
     }
 }
 
+/// containerd's `v4.channel.k8s.io` WebSocket server running `cat`: what comes on channel 0
+/// (in a binary or a text frame) goes back on channel 1 in a frame of the same kind.
+async fn fake_websocket_exec<IO: AsyncRead + AsyncWrite + Unpin>(io: IO) {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let mut ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
+        io,
+        tokio_tungstenite::tungstenite::protocol::Role::Server,
+        None,
+    )
+    .await;
+    let _ = ws.send(Message::Binary(Bytes::from_static(&[1]))).await;
+    while let Some(Ok(m)) = ws.next().await {
+        let echo = match m {
+            Message::Binary(b) if b.first() == Some(&0) => {
+                let mut out = b.to_vec();
+                out[0] = 1;
+                Message::Binary(out.into())
+            }
+            Message::Text(t) if t.starts_with('\u{0}') => Message::text(format!("\u{1}{}", &t[1..])),
+            Message::Close(_) => break,
+            _ => continue,
+        };
+        if ws.send(echo).await.is_err() {
+            break;
+        }
+    }
+}
+
 async fn kubelet_request(mut req: Request<Incoming>) -> Response<Full<Bytes>> {
     let path = req.uri().path().to_string();
     let query: Vec<(String, String)> =
@@ -224,6 +253,23 @@ async fn kubelet_request(mut req: Request<Incoming>) -> Response<Full<Bytes>> {
             text(StatusCode::BAD_REQUEST, "container \"app\" in pod \"gone\" is not available")
         }
         "/exec/default/gone/app" => text(StatusCode::BAD_REQUEST, "container not found (\"app\")"),
+        "/exec/default/web/app" if super::websocket::is_websocket(req.headers()) => {
+            let offered = super::websocket::offered_protocols(req.headers());
+            if !offered.iter().any(|p| p == "v4.channel.k8s.io") {
+                return text(StatusCode::BAD_REQUEST, "unsupported subprotocol");
+            }
+            let Some(answer) = super::websocket::accept(req.headers(), "v4.channel.k8s.io") else {
+                return text(StatusCode::BAD_REQUEST, "bad handshake");
+            };
+            let up = hyper::upgrade::on(&mut req);
+            tokio::spawn(async move {
+                if let Ok(up) = up.await {
+                    fake_websocket_exec(TokioIo::new(up)).await;
+                }
+            });
+            let (parts, _) = answer.into_parts();
+            Response::from_parts(parts, Full::new(Bytes::new()))
+        }
         "/exec/default/web/app" if protocols.iter().any(|p| p == "v4.channel.k8s.io") => {
             let up = hyper::upgrade::on(&mut req);
             tokio::spawn(async move {
@@ -286,6 +332,9 @@ async fn fake_kubelet(ca: &Ca, serving: &Pair) -> SocketAddr {
 struct Cluster {
     dir: tempfile::TempDir,
     cancel: CancellationToken,
+    port: u16,
+    ca_pem: String,
+    admin: Pair,
 }
 
 impl Drop for Cluster {
@@ -387,8 +436,9 @@ async fn cluster() -> Option<Cluster> {
     )
     .await
     .expect("api server");
-    let c = Cluster { dir, cancel };
-    write_kubeconfig(&c.kubeconfig(), api.local_addr.port(), &ca.pem, &ca.issue("admin", &["system:masters"], false));
+    let admin = ca.issue("admin", &["system:masters"], false);
+    let c = Cluster { dir, cancel, port: api.local_addr.port(), ca_pem: ca.pem.clone(), admin };
+    write_kubeconfig(&c.kubeconfig(), c.port, &c.ca_pem, &c.admin);
     let manifests = c.dir.path().join("objects.yaml");
     std::fs::write(
         &manifests,
@@ -493,5 +543,89 @@ async fn kubectl_port_forward_over_the_websocket_tunnel_and_spdy() {
             .expect("echo");
         assert_eq!(&got, b"ping through the tunnel", "{env:?}");
         let _ = child.kill().await;
+    }
+}
+
+type ClientWs = tokio_tungstenite::WebSocketStream<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>;
+
+impl Cluster {
+    /// A raw WebSocket client (as the Python client is) for `path`, offering `protocols`; the
+    /// subprotocol the server chose.
+    async fn websocket(&self, path: &str, protocols: &str) -> (ClientWs, String) {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(CertificateDer::from_pem_slice(self.ca_pem.as_bytes()).expect("ca")).expect("root");
+        let chain =
+            CertificateDer::pem_slice_iter(self.admin.cert_pem.as_bytes()).collect::<Result<Vec<_>, _>>().expect("pem");
+        let key = PrivateKeyDer::from_pem_slice(self.admin.key_pem.as_bytes()).expect("key");
+        let cfg = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(roots)
+            .with_client_auth_cert(chain, key)
+            .expect("client auth");
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.expect("connect");
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg)).connect(name, tcp).await.expect("tls");
+        let req = Request::builder()
+            .uri(format!("wss://127.0.0.1:{}{path}", self.port))
+            .header(h::HOST, format!("127.0.0.1:{}", self.port))
+            .header(h::CONNECTION, "Upgrade")
+            .header(h::UPGRADE, "websocket")
+            .header(h::SEC_WEBSOCKET_VERSION, "13")
+            .header(h::SEC_WEBSOCKET_KEY, tokio_tungstenite::tungstenite::handshake::client::generate_key())
+            .header(h::SEC_WEBSOCKET_PROTOCOL, protocols)
+            .body(())
+            .expect("request");
+        let (ws, resp) = tokio_tungstenite::client_async(req, tls).await.expect("websocket handshake");
+        let chosen =
+            resp.headers().get(h::SEC_WEBSOCKET_PROTOCOL).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+        (ws, chosen)
+    }
+}
+
+async fn next_message(ws: &mut ClientWs) -> tokio_tungstenite::tungstenite::Message {
+    tokio::time::timeout(Duration::from_secs(10), futures::StreamExt::next(ws))
+        .await
+        .expect("a message in time")
+        .expect("a message")
+        .expect("no error")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_v4_goes_through_to_the_runtime_with_text_and_binary_frames() {
+    use futures::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let Some(c) = cluster().await else { return };
+    let path = "/api/v1/namespaces/default/pods/web/exec?command=cat&stdin=true&stdout=true";
+    // Only v4 offered: upstream's API server proxies the WebSocket itself to the kubelet and on
+    // to the runtime, which reads text and binary frames alike.
+    let (mut ws, chosen) = c.websocket(path, "v4.channel.k8s.io").await;
+    assert_eq!(chosen, "v4.channel.k8s.io");
+    assert_eq!(next_message(&mut ws).await, Message::Binary(Bytes::from_static(&[1])));
+    ws.send(Message::text("\u{0}as text\n")).await.expect("text");
+    assert_eq!(next_message(&mut ws).await, Message::text("\u{1}as text\n"));
+    ws.send(Message::Binary(Bytes::from_static(b"\x00as binary\n"))).await.expect("binary");
+    assert_eq!(next_message(&mut ws).await, Message::Binary(Bytes::from_static(b"\x01as binary\n")));
+    let _ = ws.close(None).await;
+
+    // v5 offered at all (the Python client offers "v5.channel.k8s.io,v4.channel.k8s.io"):
+    // translated to SPDY, as upstream picks v5, the one protocol its translator speaks.
+    for offer in ["v5.channel.k8s.io,v4.channel.k8s.io", "v4.channel.k8s.io, v5.channel.k8s.io"] {
+        let (mut ws, chosen) = c.websocket(path, offer).await;
+        assert_eq!(chosen, "v5.channel.k8s.io", "{offer}");
+        assert_eq!(next_message(&mut ws).await, Message::Binary(Bytes::from_static(&[1])), "{offer}");
+        ws.send(Message::text("\u{0}as text\n")).await.expect("text");
+        assert_eq!(next_message(&mut ws).await, Message::Binary(Bytes::from_static(b"\x01as text\n")), "{offer}");
+        ws.send(Message::Binary(Bytes::from_static(b"\x00as binary\n"))).await.expect("binary");
+        assert_eq!(next_message(&mut ws).await, Message::Binary(Bytes::from_static(b"\x01as binary\n")), "{offer}");
+        // Closing stdin (channel 255, then 0) is EOF for `cat`, which then exits 0.
+        ws.send(Message::Binary(Bytes::from_static(&[255, 0]))).await.expect("close stdin");
+        let status = next_message(&mut ws).await;
+        let Message::Binary(b) = status else { panic!("{offer}: status is binary: {status:?}") };
+        assert_eq!(b[0], 3, "{offer}");
+        let v: serde_json::Value = serde_json::from_slice(&b[1..]).expect("status json");
+        assert_eq!(v["status"], "Success", "{offer}");
+        assert!(matches!(next_message(&mut ws).await, Message::Close(_)), "{offer}");
     }
 }

@@ -3,9 +3,11 @@
 //! streaming servers (containerd 1.6) only speak the older protocols, and only SPDY can
 //! half-close stdin.
 //!
-//! WebSocket side: binary messages whose first byte is the channel (0 stdin, 1 stdout, 2 stderr,
-//! 3 error, 4 resize; 255 followed by a channel closes that channel). SPDY side: one stream per
-//! channel, named by its `streamType` header; the error stream carries the final `Status`.
+//! WebSocket side: messages whose first byte is the channel (0 stdin, 1 stdout, 2 stderr,
+//! 3 error, 4 resize; 255 followed by a channel closes that channel). The client may send them
+//! as binary or as text frames: upstream's `wsstream.Conn` reads both alike, and the Python
+//! client sends `str` input as text. SPDY side: one stream per channel, named by its
+//! `streamType` header; the error stream carries the final `Status`.
 
 use super::spdy::session::{Event, FrameSender, Session};
 use super::spdy::SpdyError;
@@ -127,8 +129,15 @@ pub(crate) async fn run(
         tokio::select! {
             msg = source.next() => match msg {
                 Some(Ok(Message::Binary(b))) => {
-                    if let Err(e) = from_client(&frames, &mut inputs, &b).await {
-                        tracing::debug!(error = %e, "forwarding client input to the kubelet failed");
+                    if !forward_input(&frames, &mut inputs, &b).await {
+                        session.close().await;
+                        return;
+                    }
+                }
+                Some(Ok(Message::Text(t))) => {
+                    if !forward_input(&frames, &mut inputs, t.as_bytes()).await {
+                        session.close().await;
+                        return;
                     }
                 }
                 Some(Ok(Message::Ping(p))) => {
@@ -217,6 +226,28 @@ impl Open {
     }
 }
 
+/// Passes one client message on to the kubelet; false when the message breaks the protocol
+/// and the session must end.
+async fn forward_input(frames: &FrameSender, s: &mut Streams, msg: &[u8]) -> bool {
+    if is_malformed_close(msg) {
+        // Upstream's wsstream.Conn stops reading then, which ends the session.
+        tracing::debug!(len = msg.len(), "malformed stream close signal from the client: ending the session");
+        return false;
+    }
+    if let Err(e) = from_client(frames, s, msg).await {
+        tracing::debug!(error = %e, "forwarding client input to the kubelet failed");
+    }
+    true
+}
+
+/// Channels a close signal may name (upstream: the five remotecommand channels).
+const CHANNELS: u8 = 5;
+
+/// Whether `msg` is a close signal (channel 255) not followed by exactly one valid channel.
+fn is_malformed_close(msg: &[u8]) -> bool {
+    msg.first() == Some(&CH_CLOSE) && (msg.len() != 2 || msg[1] >= CHANNELS)
+}
+
 async fn from_client(frames: &FrameSender, s: &mut Streams, msg: &[u8]) -> Result<(), SpdyError> {
     let Some((&channel, data)) = msg.split_first() else { return Ok(()) };
     match channel {
@@ -237,6 +268,7 @@ async fn from_client(frames: &FrameSender, s: &mut Streams, msg: &[u8]) -> Resul
                 _ => None,
             };
             if let Some(id) = target {
+                // An empty DATA frame with FIN half-closes the stream: the runtime reads EOF.
                 frames.data(id, Bytes::new(), true).await?;
             }
         }
@@ -268,10 +300,21 @@ mod tests {
 
     const EXIT_3: &str = r#"{"metadata":{},"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"3"}]}}"#;
 
+    /// What the kubelet received on a stream: its type, the data, and whether FIN was set.
+    type Received = (String, Bytes, bool);
+
     /// A remotecommand v4 server as containerd runs it: accepts the streams, echoes stdin to
     /// stdout upper-cased and resize messages as they are, and when stdin closes writes exit
     /// code 3 on the error stream and goes away.
     async fn remotecommand_server<IO: AsyncRead + AsyncWrite + Send + 'static>(io: IO) {
+        recording_remotecommand_server(io, None).await
+    }
+
+    /// `remotecommand_server` that also reports every DATA frame it receives.
+    async fn recording_remotecommand_server<IO: AsyncRead + AsyncWrite + Send + 'static>(
+        io: IO,
+        record: Option<tokio::sync::mpsc::UnboundedSender<Received>>,
+    ) {
         let (rd, wr) = tokio::io::split(io);
         tokio::pin!(rd);
         tokio::pin!(wr);
@@ -301,6 +344,9 @@ mod tests {
                 }
                 Frame::Data { stream_id, flags, data } => {
                     let kind = types.get(&stream_id).cloned().unwrap_or_default();
+                    if let Some(r) = &record {
+                        let _ = r.send((kind.clone(), data.clone(), flags & FLAG_FIN != 0));
+                    }
                     let stdout = by_type["stdout"];
                     if kind == "stdin" && !data.is_empty() {
                         let up = Bytes::from(data.to_ascii_uppercase());
@@ -385,5 +431,97 @@ mod tests {
         drop(client);
         tokio::time::timeout(Duration::from_secs(5), translator).await.expect("translator ends").expect("join");
         tokio::time::timeout(Duration::from_secs(5), kubelet).await.expect("kubelet side closed").expect("join");
+    }
+
+    /// A translated session without a tty, with the kubelet's DATA frames reported.
+    async fn recorded_session() -> (
+        WebSocketStream<tokio::io::DuplexStream>,
+        tokio::task::JoinHandle<()>,
+        tokio::sync::mpsc::UnboundedReceiver<Received>,
+    ) {
+        let (spdy_client, spdy_server) = tokio::io::duplex(64 * 1024);
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(recording_remotecommand_server(spdy_server, Some(tx)));
+        let mut session = Session::start(spdy_client).expect("session");
+        let opts = StreamOptions { stdin: true, stdout: true, stderr: true, tty: false };
+        let streams = open_streams(&mut session, opts).await.expect("streams");
+        let (ws_client, ws_server) = tokio::io::duplex(64 * 1024);
+        let (sink, source) = WebSocketStream::from_raw_socket(ws_server, Role::Server, None).await.split();
+        let translator = tokio::spawn(run(sink, source, session, streams, opts));
+        let mut client = WebSocketStream::from_raw_socket(ws_client, Role::Client, None).await;
+        assert_eq!(recv(&mut client).await, Message::Binary(Bytes::from_static(&[CH_STDOUT])));
+        (client, translator, rx)
+    }
+
+    async fn received(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Received>) -> Received {
+        tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.expect("in time").expect("a frame")
+    }
+
+    fn stdin(data: &str, fin: bool) -> Received {
+        ("stdin".to_string(), Bytes::copy_from_slice(data.as_bytes()), fin)
+    }
+
+    /// The status the client got on channel 3, then the normal close.
+    async fn exit_code(client: &mut WebSocketStream<tokio::io::DuplexStream>) -> String {
+        let Message::Binary(b) = recv(client).await else { panic!("status is binary") };
+        assert_eq!(b[0], CH_ERROR);
+        let v: Value = serde_json::from_slice(&b[1..]).expect("status json");
+        match recv(client).await {
+            Message::Close(Some(f)) => assert_eq!(u16::from(f.code), 1000),
+            other => panic!("expected a close frame, got {other:?}"),
+        }
+        v["details"]["causes"][0]["message"].as_str().unwrap_or_default().to_string()
+    }
+
+    #[tokio::test]
+    async fn text_frames_reach_stdin_like_binary_ones() {
+        // The Python client sends `str` input as text frames: "\x00" + data.
+        let (mut client, translator, mut rx) = recorded_session().await;
+        client.send(Message::text("\u{0}echo text\n")).await.expect("text stdin");
+        assert_eq!(received(&mut rx).await, stdin("echo text\n", false));
+        assert_eq!(recv(&mut client).await, framed(CH_STDOUT, b"ECHO TEXT\n"));
+        client.send(framed(CH_STDIN, b"echo binary\n")).await.expect("binary stdin");
+        assert_eq!(received(&mut rx).await, stdin("echo binary\n", false));
+        assert_eq!(recv(&mut client).await, framed(CH_STDOUT, b"ECHO BINARY\n"));
+        // Text is passed on as its UTF-8 bytes; empty messages carry nothing.
+        client.send(Message::text("")).await.expect("empty");
+        client.send(Message::text("\u{0}h\u{e9}\n")).await.expect("utf-8 stdin");
+        assert_eq!(received(&mut rx).await, stdin("h\u{e9}\n", false));
+        assert_eq!(recv(&mut client).await, framed(CH_STDOUT, "H\u{e9}\n".as_bytes()));
+        client.send(Message::Binary(Bytes::from_static(&[CH_CLOSE, CH_STDIN]))).await.expect("close stdin");
+        assert_eq!(received(&mut rx).await, stdin("", true));
+        assert_eq!(exit_code(&mut client).await, "3");
+        drop(client);
+        tokio::time::timeout(Duration::from_secs(5), translator).await.expect("translator ends").expect("join");
+    }
+
+    #[tokio::test]
+    async fn closing_stdin_half_closes_the_kubelet_stream_and_later_input_is_dropped() {
+        let (mut client, translator, mut rx) = recorded_session().await;
+        client.send(framed(CH_STDIN, b"last line\n")).await.expect("stdin");
+        assert_eq!(received(&mut rx).await, stdin("last line\n", false));
+        assert_eq!(recv(&mut client).await, framed(CH_STDOUT, b"LAST LINE\n"));
+        // v5's close signal for channel 0: the kubelet's stdin stream gets FIN, that is EOF.
+        client.send(Message::Binary(Bytes::from_static(&[CH_CLOSE, CH_STDIN]))).await.expect("close stdin");
+        client.send(framed(CH_STDIN, b"too late")).await.expect("stdin after close");
+        client.send(Message::Binary(Bytes::from_static(&[CH_CLOSE, CH_STDIN]))).await.expect("close again");
+        assert_eq!(received(&mut rx).await, stdin("", true));
+        assert_eq!(exit_code(&mut client).await, "3");
+        drop(client);
+        tokio::time::timeout(Duration::from_secs(5), translator).await.expect("translator ends").expect("join");
+        assert!(rx.recv().await.is_none(), "nothing reaches the kubelet after stdin closed");
+    }
+
+    #[tokio::test]
+    async fn a_malformed_close_signal_ends_the_session_as_upstream() {
+        for bad in [&[CH_CLOSE][..], &[CH_CLOSE, CH_STDIN, CH_STDIN][..], &[CH_CLOSE, 5][..]] {
+            let (mut client, translator, mut rx) = recorded_session().await;
+            client.send(Message::Binary(Bytes::copy_from_slice(bad))).await.expect("bad close");
+            tokio::time::timeout(Duration::from_secs(5), translator).await.expect("translator ends").expect("join");
+            assert!(rx.recv().await.is_none(), "{bad:?}: the kubelet session ends without input");
+            // The client is let go without a status.
+            let next = tokio::time::timeout(Duration::from_secs(5), client.next()).await.expect("in time");
+            assert!(!matches!(next, Some(Ok(Message::Binary(_)))), "{bad:?}: {next:?}");
+        }
     }
 }
