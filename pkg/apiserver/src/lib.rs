@@ -26,6 +26,7 @@ pub mod registry;
 pub mod request;
 mod server;
 pub mod service_alloc;
+mod service_resolver;
 pub mod serviceaccount;
 mod storage_admission;
 mod subresources;
