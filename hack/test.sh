@@ -71,6 +71,6 @@ export K1S_CRI_ENDPOINT="unix://$work/containerd.sock"
 cargo build --workspace --bins --tests
 # Unit and integration tests, two at a time.
 cargo test --workspace --exclude k1s -- --test-threads="${K1S_TEST_THREADS:-2}"
-cargo test -p k1s --bins --test kubectl --test custom_resources --test storage --test webhooks --test bad_input --test durability --test service_accounts -- --test-threads="${K1S_TEST_THREADS:-2}"
+cargo test -p k1s --bins --test kubectl --test custom_resources --test storage --test webhooks --test aggregation --test bad_input --test durability --test service_accounts -- --test-threads="${K1S_TEST_THREADS:-2}"
 # End to end: one node at a time (each owns the nftables table, cluster DNS address, cni0).
 cargo test -p k1s --test 'e2e_*' -- --test-threads=1
