@@ -196,6 +196,11 @@ fn an_apiservice_backed_by_a_service_is_proxied_to_as_the_authorized_caller() {
     );
     let labels = s.json(&["get", "apiservice", "v1.apps"])["metadata"]["labels"].clone();
     assert_eq!(labels["kube-aggregator.kubernetes.io/automanaged"], "onstart");
+    // A deleted local APIService comes back.
+    s.ok(&["delete", "apiservice", "v1.batch"]);
+    eventually(Duration::from_secs(40), "v1.batch to be registered again", || {
+        s.kubectl(&["get", "apiservice", "v1.batch"]).status.success().then_some(())
+    });
 
     s.ok_stdin(
         &["apply", "-f", "-"],

@@ -2,8 +2,9 @@
 //! cluster-authentication-trust controller do:
 //!
 //! - a local APIService (label `kube-aggregator.kubernetes.io/automanaged: onstart`) for every
-//!   built-in group-version, with upstream's `groupPriorityMinimum`/`versionPriority`, its spec
-//!   put back when it drifted and the ones no longer served deleted; an APIService whose label
+//!   built-in group-version, with upstream's `groupPriorityMinimum`/`versionPriority`,
+//!   recreated when deleted, its spec put back when it drifted and the ones no longer served
+//!   deleted; an APIService whose label
 //!   was removed is the user's and left alone, and so is `v1beta1.metrics.k8s.io` once pointed
 //!   at a Service (a metrics-server replacing the built-in metrics API);
 //! - an APIService (label `automanaged: true`) for every served custom group-version, deleted
@@ -98,8 +99,11 @@ pub async fn register_local(registry: &Registry) {
                 registry.server_update(info, existing).await
             }
         };
-        if let Err(e) = outcome {
-            tracing::error!(apiservice = %name, error = %e.message, "registering a local APIService failed");
+        match outcome {
+            Ok(()) => {}
+            // Written meanwhile: the change wakes the next round.
+            Err(e) if e.code == 409 => {}
+            Err(e) => tracing::error!(apiservice = %name, error = %e.message, "registering a local APIService failed"),
         }
     }
     let names: Vec<&str> = wanted.iter().map(crate::object::name).collect();
@@ -109,8 +113,12 @@ pub async fn register_local(registry: &Registry) {
         let ours =
             existing.pointer("/metadata/labels").and_then(|l| l.get(AUTOMANAGED_LABEL)) == Some(&json!("onstart"));
         if ours && !names.contains(&name) {
-            if let Err(e) = registry.server_delete(info, name).await {
-                tracing::warn!(apiservice = %name, error = %e.message, "removing a stale local APIService failed");
+            match registry.server_delete(info, name).await {
+                Ok(()) => {}
+                Err(e) if e.code == 404 => {}
+                Err(e) => {
+                    tracing::warn!(apiservice = %name, error = %e.message, "removing a stale local APIService failed")
+                }
             }
         }
     }

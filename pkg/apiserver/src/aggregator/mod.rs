@@ -212,6 +212,8 @@ impl Aggregator {
             tokio::spawn(self.clone().watch(prefix, cancel.clone()));
         }
         loop {
+            // A deleted local APIService comes back (upstream's autoregister recreates them).
+            autoregister::register_local(&registry).await;
             autoregister::register_custom(&registry).await;
             self.load();
             availability::sync(&self, &registry).await;
