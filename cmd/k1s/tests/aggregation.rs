@@ -47,6 +47,11 @@ fn answer(path: &str) -> (u16, Value) {
                 {"name": "flunders", "singularName": "flunder", "namespaced": true, "kind": "Flunder",
                  "verbs": ["get", "list"], "shortNames": ["fl"]}]}),
         ),
+        "/apis/metrics.k8s.io/v1beta1" => (
+            200,
+            json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "metrics.k8s.io/v1beta1", "resources": [
+                {"name": "pods", "singularName": "", "namespaced": true, "kind": "PodMetrics", "verbs": ["get", "list"]}]}),
+        ),
         "/apis/test.k1s.io/v1alpha1/namespaces/default/flunders" => (
             200,
             json!({"kind": "FlunderList", "apiVersion": "test.k1s.io/v1alpha1", "metadata": {"resourceVersion": "1"},
@@ -272,6 +277,24 @@ spec:
     assert!(resources.contains("flunders") && resources.contains("Flunder"), "{resources}");
     let gv: Value = serde_json::from_str(&s.ok(&["get", "--raw", GV])).expect("json");
     assert_eq!(gv["resources"][0]["name"], "flunders");
+
+    // A metrics-server's APIService takes metrics.k8s.io over from the built-in one.
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        &json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": "v1beta1.metrics.k8s.io"},
+                "spec": {"group": "metrics.k8s.io", "version": "v1beta1", "groupPriorityMinimum": 100, "versionPriority": 100,
+                         "caBundle": backend.ca_bundle, "service": {"namespace": "default", "name": "api", "port": backend.port}}})
+        .to_string(),
+    );
+    eventually(Duration::from_secs(20), "metrics-server's APIService to become available", || {
+        (condition(&s, "v1beta1.metrics.k8s.io")["reason"] == "Passed").then_some(())
+    });
+    let metrics: Value = serde_json::from_str(&s.ok(&["get", "--raw", "/apis/metrics.k8s.io/v1beta1"])).expect("json");
+    assert_eq!(metrics["resources"].as_array().map(Vec::len), Some(1), "the backend's document: {metrics}");
+    let groups: Value = serde_json::from_str(&s.ok(&["get", "--raw", "/apis"])).expect("json");
+    let listed =
+        groups["groups"].as_array().map_or(0, |gs| gs.iter().filter(|g| g["name"] == "metrics.k8s.io").count());
+    assert_eq!(listed, 1, "{groups}");
 
     // A user without permission is refused by k1s; nothing reaches the backend as them.
     let before = backend.seen().len();
