@@ -360,13 +360,17 @@ impl Aggregator {
 }
 
 /// The front proxy's identity headers (upstream's `transport.SetAuthProxyHeaders`), after
-/// removing any the caller sent.
+/// removing any the caller sent, and the caller's impersonation headers (already applied here).
 pub fn set_identity_headers(headers: &mut HeaderMap, user: &UserInfo) {
     let ours: Vec<HeaderName> = headers
         .keys()
         .filter(|k| {
             let k = k.as_str();
-            k == "x-remote-user" || k == "x-remote-uid" || k == "x-remote-group" || k.starts_with("x-remote-extra-")
+            k == "x-remote-user"
+                || k == "x-remote-uid"
+                || k == "x-remote-group"
+                || k.starts_with("x-remote-extra-")
+                || k.starts_with("impersonate-")
         })
         .cloned()
         .collect();
@@ -416,6 +420,7 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert("x-remote-user", HeaderValue::from_static("mallory"));
         headers.insert("x-remote-extra-scopes", HeaderValue::from_static("all"));
+        headers.insert("impersonate-extra-scopes", HeaderValue::from_static("all"));
         headers.insert("accept", HeaderValue::from_static("application/json"));
         let mut user = UserInfo::new("alice", &["devs", "system:authenticated"]);
         user.extra.insert("authentication.kubernetes.io/pod-name".into(), vec!["web-1".into()]);
@@ -424,6 +429,7 @@ mod tests {
         assert_eq!(all("x-remote-user"), ["alice"]);
         assert_eq!(all("x-remote-group"), ["devs", "system:authenticated"]);
         assert!(all("x-remote-extra-scopes").is_empty());
+        assert!(all("impersonate-extra-scopes").is_empty());
         assert_eq!(all("x-remote-extra-authentication.kubernetes.io%2Fpod-name"), ["web-1"]);
         assert_eq!(all("accept"), ["application/json"]);
     }
