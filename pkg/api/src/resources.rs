@@ -5,6 +5,7 @@ use crate::strategies;
 use crate::strategy::{DynStrategy, Generic, Typed};
 use k8s_openapi::api as a;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as aggregator;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use std::sync::LazyLock;
 
@@ -189,6 +190,10 @@ impl Entry {
         self.short_names = s;
         self
     }
+    const fn cat(mut self, c: &'static [&'static str]) -> Self {
+        self.categories = c;
+        self
+    }
     const fn all(mut self) -> Self {
         self.categories = &["all"];
         self
@@ -263,6 +268,8 @@ fn build() -> Vec<ResourceInfo> {
         a::core::v1::Secret => e("secret"), s::core::secret();
         a::core::v1::ServiceAccount => e("serviceaccount").short(&["sa"]).subs(&["token"]), s::core::service_account();
         a::core::v1::Service => e("service").short(&["svc"]).all().subs(&["proxy", "status"]), s::core::service();
+        // apiregistration.k8s.io/v1: first of the named groups, as upstream's aggregator lists it
+        aggregator::APIService => e("apiservice").cat(&["api-extensions"]).subs(&["status"]), strategies::apiregistration::api_service();
         // admissionregistration.k8s.io/v1
         a::admissionregistration::v1::MutatingWebhookConfiguration => e("mutatingwebhookconfiguration"), g::<a::admissionregistration::v1::MutatingWebhookConfiguration>();
         a::admissionregistration::v1::ValidatingAdmissionPolicy => e("validatingadmissionpolicy").subs(&["status"]), g::<a::admissionregistration::v1::ValidatingAdmissionPolicy>();

@@ -49,6 +49,8 @@ pub struct State {
     pub metrics: crate::metrics::Cache,
     /// The request counters `/metrics` serves.
     pub monitoring: crate::monitoring::Monitoring,
+    /// APIServices: which group-versions other servers serve, and the proxy to them.
+    pub aggregator: Arc<crate::aggregator::Aggregator>,
 }
 
 fn full(b: impl Into<Bytes>) -> Body {
@@ -175,6 +177,15 @@ async fn authenticated(
         }
     }
     let started = std::time::Instant::now();
+    // A group-version an APIService hands to another server is proxied there, as the caller
+    // (authorized above, as upstream's aggregator authorizes before proxying).
+    if !public {
+        if let Some(remote) = state.aggregator.route(&path) {
+            let resp = state.aggregator.proxy(req, &user, &remote).await;
+            tracing::debug!(parent: &span, apiservice = %remote.name, status = resp.status().as_u16(), "proxied");
+            return resp;
+        }
+    }
     let resp = if info.is_resource {
         match resource_request(state, req, info, query, &user).await {
             Ok(r) => r,
@@ -204,6 +215,17 @@ async fn refuse(req: Request<hyper::body::Incoming>, e: &ApiError) -> Response<B
     };
     let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
     error_response(e)
+}
+
+/// What discovery lists as served here: the built-in and custom resources, less the
+/// group-versions a remote APIService took over.
+fn served(state: &State) -> Vec<&'static ResourceInfo> {
+    let mut served = state.registry.served();
+    let remotes = state.aggregator.remotes();
+    if !remotes.is_empty() {
+        served.retain(|r| !remotes.iter().any(|x| x.group == r.group && x.version == r.version));
+    }
+    served
 }
 
 fn non_resource(state: &State, method: &Method, path: &str, query: &Query, headers: &HeaderMap) -> Response<Body> {
@@ -248,7 +270,10 @@ fn non_resource(state: &State, method: &Method, path: &str, query: &Query, heade
             let core = path == "/api";
             match discovery::aggregated_version(accept) {
                 Some(v) => {
-                    let doc = discovery::aggregated(&state.registry.served(), core, v);
+                    let mut doc = discovery::aggregated(&served(state), core, v);
+                    if !core {
+                        state.aggregator.merge_aggregated(&mut doc);
+                    }
                     let body = serde_json::to_vec(&doc).unwrap_or_default();
                     let etag = format!("\"{:X}\"", fxhash(&body));
                     if header_str(headers, header::IF_NONE_MATCH) == etag {
@@ -268,10 +293,11 @@ fn non_resource(state: &State, method: &Method, path: &str, query: &Query, heade
                     r
                 }
                 None if core => respond_json(StatusCode::OK, &discovery::api_versions(&state.server_address)),
-                None => respond_json(
-                    StatusCode::OK,
-                    &discovery::api_group_list(&state.registry.served(), &state.server_address),
-                ),
+                None => {
+                    let mut doc = discovery::api_group_list(&served(state), &state.server_address);
+                    state.aggregator.merge_group_list(&mut doc);
+                    respond_json(StatusCode::OK, &doc)
+                }
             }
         }
         "/.well-known/openid-configuration" => {
@@ -340,11 +366,23 @@ fn non_resource(state: &State, method: &Method, path: &str, query: &Query, heade
                     Some(d) => respond_json(StatusCode::OK, &d),
                     None => error_response(&ApiError::not_found_path()),
                 },
-                ["apis", g] => match discovery::api_group_doc(&state.registry.served(), g, &state.server_address) {
-                    Some(d) => respond_json(StatusCode::OK, &d),
-                    None => error_response(&ApiError::not_found_path()),
-                },
-                ["apis", g, v] => match discovery::api_resource_list(&state.registry.served(), g, v) {
+                ["apis", g] => {
+                    let local = discovery::api_group_doc(&served(state), g, &state.server_address);
+                    let remote = state.aggregator.group_doc(g);
+                    match (local, remote) {
+                        (Some(mut d), Some(r)) => {
+                            if let (Some(vs), Some(more)) =
+                                (d.get_mut("versions").and_then(Value::as_array_mut), r["versions"].as_array())
+                            {
+                                vs.extend(more.iter().cloned());
+                            }
+                            respond_json(StatusCode::OK, &d)
+                        }
+                        (Some(d), None) | (None, Some(d)) => respond_json(StatusCode::OK, &d),
+                        (None, None) => error_response(&ApiError::not_found_path()),
+                    }
+                }
+                ["apis", g, v] => match discovery::api_resource_list(&served(state), g, v) {
                     Some(d) => respond_json(StatusCode::OK, &d),
                     None => error_response(&ApiError::not_found_path()),
                 },

@@ -9,6 +9,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod admission;
+pub mod aggregator;
 pub mod auth;
 mod custom_resources;
 mod discovery;
@@ -26,6 +27,7 @@ pub mod registry;
 pub mod request;
 mod server;
 pub mod service_alloc;
+mod service_resolver;
 pub mod serviceaccount;
 mod storage_admission;
 mod subresources;
@@ -67,6 +69,9 @@ pub struct Config {
     pub cluster_dns: Option<std::net::IpAddr>,
     /// ServiceAccount token signing key, issuer and audiences.
     pub service_account: serviceaccount::TokenConfig,
+    /// The front proxy's CA and client certificate, for aggregated API servers. `None` proxies
+    /// to them without a client certificate (they then cannot trust the identity headers).
+    pub front_proxy: Option<aggregator::FrontProxyConfig>,
 }
 
 /// A running API server.
@@ -122,6 +127,8 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         custom: Arc::default(),
     });
     registry.custom.refresh(&registry.store);
+    let aggregator = aggregator::Aggregator::new(config.store.clone(), config.front_proxy.as_ref())
+        .map_err(|e| ServeError::Tls { what: "front proxy client", message: e.to_string() })?;
     let state = Arc::new(handler::State {
         registry: registry.clone(),
         authn: Box::new(auth::UnionAuthenticator(vec![
@@ -138,6 +145,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         rbac,
         metrics: metrics::Cache::default(),
         monitoring: monitoring::Monitoring::new(config.store.clone()),
+        aggregator: aggregator.clone(),
     });
     // Warm the OpenAPI documents before the first client asks.
     tokio::task::spawn_blocking(|| {
@@ -147,6 +155,9 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     tokio::spawn(custom_resources::run(registry.clone(), cancel.clone()));
     bootstrap(&registry).await;
     bootstrap_services(&registry, cidr, config.endpoint_ip, local_addr.port(), config.cluster_dns).await;
+    aggregator::autoregister::register_local(&registry).await;
+    aggregator::autoregister::publish_authentication(&registry, &config.tls.ca_pem, config.front_proxy.as_ref()).await;
+    tokio::spawn(aggregator.run(registry.clone(), cancel.clone()));
     state.ready.store(true, Ordering::Release);
     tracing::info!(%local_addr, "API server ready");
     Ok(ApiServer { local_addr, task })

@@ -23,6 +23,7 @@ mod translate;
 mod tunnel;
 mod websocket;
 
+pub(crate) use backend::{forwarded_headers, relay as relay_response};
 pub use kubelet::{KubeletClientConfig, KubeletClientError, KubeletTarget};
 
 use crate::error::ApiError;

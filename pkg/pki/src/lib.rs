@@ -116,29 +116,7 @@ impl Pki {
     /// Loads the PKI under `dir`, creating what is missing. `sans` are the serving certificate's
     /// subject alternative names (IPs and DNS names); it is re-issued when they change.
     pub fn ensure(dir: &Path, sans: &[String]) -> Result<Pki, PkiError> {
-        let ca_crt = dir.join("server-ca.crt");
-        let ca_key = dir.join("server-ca.key");
-        let ca = match (read(&ca_crt)?, read(&ca_key)?) {
-            (Some(cert_pem), Some(key_pem)) => CertPair { cert_pem, key_pem },
-            _ => {
-                let key = KeyPair::generate().map_err(gen_err("ca"))?;
-                let mut p = CertificateParams::default();
-                p.distinguished_name = rcgen::DistinguishedName::new();
-                let now = OffsetDateTime::now_utc();
-                p.distinguished_name.push(DnType::CommonName, format!("k1s-server-ca@{}", now.unix_timestamp()));
-                p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-                p.key_usages =
-                    vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-                p.not_before = now - Duration::hours(1);
-                p.not_after = now + Duration::days(VALIDITY_CA_DAYS);
-                let cert = p.self_signed(&key).map_err(gen_err("ca"))?;
-                let pair = CertPair { cert_pem: cert.pem(), key_pem: key.serialize_pem() };
-                write_private(&ca_key, &pair.key_pem, 0o600)?;
-                write_private(&ca_crt, &pair.cert_pem, 0o644)?;
-                tracing::info!(path = %ca_crt.display(), "created cluster CA");
-                pair
-            }
-        };
+        let ca = ensure_ca(dir, "server-ca", "k1s-server-ca")?;
         let mut pki = Pki { dir: dir.to_path_buf(), serving: ca.clone(), ca };
         let srv_crt = dir.join("serving-kube-apiserver.crt");
         let srv_key = dir.join("serving-kube-apiserver.key");
@@ -178,11 +156,40 @@ impl Pki {
     }
 
     fn sign(&self, params: CertificateParams, name: &str) -> Result<CertPair, PkiError> {
-        let ca_key = KeyPair::from_pem(&self.ca.key_pem).map_err(gen_err(name))?;
-        let issuer = Issuer::from_ca_cert_pem(&self.ca.cert_pem, ca_key).map_err(gen_err(name))?;
-        let key = KeyPair::generate().map_err(gen_err(name))?;
-        let cert = params.signed_by(&key, &issuer).map_err(gen_err(name))?;
-        Ok(CertPair { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+        sign_with(&self.ca, params, name)
+    }
+
+    /// The front proxy's PKI, as kube-apiserver's `--requestheader-client-ca-file` and
+    /// `--proxy-client-cert-file`: a CA of its own (`request-header-ca.crt`, apart from the
+    /// cluster CA, so that no ordinary client certificate can assert identities) and the API
+    /// server's client certificate under it (`client-front-proxy.crt`, CN
+    /// [`FRONT_PROXY_CLIENT_NAME`]), which it presents to aggregated API servers.
+    pub fn front_proxy(&self) -> Result<FrontProxy, PkiError> {
+        let ca = ensure_ca(&self.dir, "request-header-ca", "k1s-request-header-ca")?;
+        let crt = self.dir.join("client-front-proxy.crt");
+        let key = self.dir.join("client-front-proxy.key");
+        if let (Some(cert_pem), Some(key_pem)) = (read(&crt)?, read(&key)?) {
+            let issued_by_ca = x509_parser::pem::parse_x509_pem(ca.cert_pem.as_bytes())
+                .ok()
+                .and_then(|(_, ca_pem)| {
+                    let ca_cert = ca_pem.parse_x509().ok()?;
+                    let (_, leaf_pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()).ok()?;
+                    let leaf = leaf_pem.parse_x509().ok()?;
+                    Some(leaf.issuer() == ca_cert.subject())
+                })
+                .unwrap_or(false);
+            if issued_by_ca
+                && client_subject(&cert_pem).as_deref() == Some(&subject_string(FRONT_PROXY_CLIENT_NAME, &[]))
+            {
+                return Ok(FrontProxy { ca, client: CertPair { cert_pem, key_pem } });
+            }
+        }
+        let mut p = leaf_params(FRONT_PROXY_CLIENT_NAME, &[]);
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let client = sign_with(&ca, p, "front-proxy-client")?;
+        write_private(&key, &client.key_pem, 0o600)?;
+        write_private(&crt, &client.cert_pem, 0o644)?;
+        Ok(FrontProxy { ca, client })
     }
 
     /// A serving certificate `serving-<file>.crt/.key` for `cn` with `sans`, re-issued when the
@@ -257,6 +264,50 @@ impl Pki {
     }
 }
 
+/// The front proxy's client certificate's common name (kubeadm's), which aggregated API servers
+/// accept in `requestheader-allowed-names`.
+pub const FRONT_PROXY_CLIENT_NAME: &str = "front-proxy-client";
+
+/// The front proxy's CA and the API server's client certificate under it.
+#[derive(Clone, Debug)]
+pub struct FrontProxy {
+    pub ca: CertPair,
+    pub client: CertPair,
+}
+
+/// The CA kept as `<stem>.crt`/`<stem>.key` under `dir`, created (CN `<cn>@<unix time>`) when
+/// missing.
+fn ensure_ca(dir: &Path, stem: &str, cn: &str) -> Result<CertPair, PkiError> {
+    let ca_crt = dir.join(format!("{stem}.crt"));
+    let ca_key = dir.join(format!("{stem}.key"));
+    if let (Some(cert_pem), Some(key_pem)) = (read(&ca_crt)?, read(&ca_key)?) {
+        return Ok(CertPair { cert_pem, key_pem });
+    }
+    let key = KeyPair::generate().map_err(gen_err(stem))?;
+    let mut p = CertificateParams::default();
+    p.distinguished_name = rcgen::DistinguishedName::new();
+    let now = OffsetDateTime::now_utc();
+    p.distinguished_name.push(DnType::CommonName, format!("{cn}@{}", now.unix_timestamp()));
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    p.not_before = now - Duration::hours(1);
+    p.not_after = now + Duration::days(VALIDITY_CA_DAYS);
+    let cert = p.self_signed(&key).map_err(gen_err(stem))?;
+    let pair = CertPair { cert_pem: cert.pem(), key_pem: key.serialize_pem() };
+    write_private(&ca_key, &pair.key_pem, 0o600)?;
+    write_private(&ca_crt, &pair.cert_pem, 0o644)?;
+    tracing::info!(path = %ca_crt.display(), "created a CA");
+    Ok(pair)
+}
+
+fn sign_with(ca: &CertPair, params: CertificateParams, name: &str) -> Result<CertPair, PkiError> {
+    let ca_key = KeyPair::from_pem(&ca.key_pem).map_err(gen_err(name))?;
+    let issuer = Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key).map_err(gen_err(name))?;
+    let key = KeyPair::generate().map_err(gen_err(name))?;
+    let cert = params.signed_by(&key, &issuer).map_err(gen_err(name))?;
+    Ok(CertPair { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+}
+
 fn subject_string(cn: &str, orgs: &[&str]) -> String {
     format!("{cn}|{}", orgs.join(","))
 }
@@ -292,6 +343,17 @@ pub fn write_kubeconfig(path: &Path, contents: &str, mode: u32) -> Result<(), Pk
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_front_proxy_has_its_own_ca_and_a_client_certificate_kept_across_starts() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let pki = Pki::ensure(dir.path(), &["127.0.0.1".to_string()]).expect("pki");
+        let fp = pki.front_proxy().expect("front proxy");
+        assert_ne!(fp.ca.cert_pem, pki.ca.cert_pem, "not the cluster CA");
+        assert_eq!(client_subject(&fp.client.cert_pem).as_deref(), Some("front-proxy-client|"));
+        let again = Pki::ensure(dir.path(), &["127.0.0.1".to_string()]).expect("pki").front_proxy().expect("again");
+        assert_eq!((again.ca.cert_pem, again.client.cert_pem), (fp.ca.cert_pem, fp.client.cert_pem));
+    }
 
     #[test]
     fn pki_is_created_once_and_reused_and_reissues_serving_on_san_change() {

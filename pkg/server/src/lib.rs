@@ -186,6 +186,7 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
 
     let kubelet_client =
         pki.client("kube-apiserver-kubelet-client", "kube-apiserver-kubelet-client", &["system:masters"])?;
+    let front_proxy = pki.front_proxy()?;
     let api = k1s_apiserver::start(
         k1s_apiserver::Config {
             listen: SocketAddr::new(config.bind_address, config.https_listen_port),
@@ -208,6 +209,11 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
                 ca_pem: pki.ca.cert_pem.clone(),
                 cert_pem: kubelet_client.cert_pem.clone(),
                 key_pem: kubelet_client.key_pem.clone(),
+            }),
+            front_proxy: Some(k1s_apiserver::aggregator::FrontProxyConfig {
+                ca_pem: front_proxy.ca.cert_pem.clone(),
+                client_cert_pem: front_proxy.client.cert_pem.clone(),
+                client_key_pem: front_proxy.client.key_pem.clone(),
             }),
         },
         cancel.clone(),

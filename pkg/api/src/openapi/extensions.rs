@@ -4,10 +4,11 @@
 //! `x-kubernetes-list-type`/`x-kubernetes-list-map-keys`, and `+mapType`/`+structType` become
 //! `x-kubernetes-map-type`.
 //!
-//! The table was derived from the struct tags of `k8s.io/api`, `k8s.io/apimachinery` and
-//! `k8s.io/apiextensions-apiserver` at v0.35.7, restricted to the definitions k1s serves. Format:
-//! `@<definition> [attributes]` opens a definition (attributes there apply to the definition
-//! itself); each following `<field> attributes...` line annotates one property. Attributes:
+//! The table was derived from the struct tags of `k8s.io/api`, `k8s.io/apimachinery`,
+//! `k8s.io/apiextensions-apiserver` and `k8s.io/kube-aggregator` at v0.35.7, restricted to the
+//! definitions k1s serves. Format: `@<definition> [attributes]` opens a definition (attributes
+//! there apply to the definition itself); each following `<field> attributes...` line annotates
+//! one property. Attributes:
 //! `patch=` strategy, `key=` merge key, `list=` list type, `keys=` comma-separated list-map keys,
 //! `map=` map type.
 
@@ -438,6 +439,10 @@ ownerReferences patch=merge key=uid list=map keys=uid
 @io.k8s.apimachinery.pkg.apis.meta.v1.OwnerReference map=atomic
 @io.k8s.apimachinery.pkg.apis.meta.v1.StatusDetails
 causes list=atomic
+@io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceSpec
+caBundle list=atomic
+@io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceStatus
+conditions patch=merge key=type list=map keys=type
 ";
 
 /// One `name=value` attribute as the extension it stands for.

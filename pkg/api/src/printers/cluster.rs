@@ -353,6 +353,36 @@ pub(super) static CERTIFICATE_SIGNING_REQUEST: Printer = Printer {
     },
 };
 
+// ---- apiregistration.k8s.io ----
+
+/// Upstream's APIService table (`kube-aggregator/pkg/registry/apiservice/etcd`): the Service as
+/// `namespace/name` (`Local` without one) and the `Available` condition, with its reason when it
+/// is not `True`.
+pub(super) static API_SERVICE: Printer = Printer {
+    columns: &[
+        NAME,
+        col("Service", "string", "The reference to the service that hosts this API endpoint."),
+        col("Available", "string", "Whether this service is available."),
+        AGE,
+    ],
+    cells: |o| {
+        let v = o.v;
+        let service = match at(v, &["spec", "service"]) {
+            Some(s) => format!("{}/{}", str_at(s, &["namespace"]), str_at(s, &["name"])),
+            None => "Local".to_string(),
+        };
+        let available = match arr(v, &["status", "conditions"]).iter().find(|c| str_at(c, &["type"]) == "Available") {
+            None => "Unknown".to_string(),
+            Some(c) => match (str_at(c, &["status"]), str_at(c, &["reason"])) {
+                ("True", _) => "True".to_string(),
+                (status, "") => status.to_string(),
+                (status, reason) => format!("{status} ({reason})"),
+            },
+        };
+        vec![o.name().into(), service.into(), available.into(), o.age().into()]
+    },
+};
+
 // ---- admissionregistration.k8s.io ----
 
 pub(super) static WEBHOOK_CONFIGURATION: Printer = Printer {
@@ -610,6 +640,26 @@ mod tests {
             (c[2].clone(), c[4].clone(), c[5].clone()),
             (json!("<none>"), json!("<none>"), json!("Denied,Failed"))
         );
+    }
+
+    #[test]
+    fn api_services_print_their_service_and_availability() {
+        let local = json!({"metadata": meta("v1.apps"), "spec": {"group": "apps", "version": "v1"},
+            "status": {"conditions": [{"type": "Available", "status": "True", "reason": "Local"}]}});
+        assert_eq!(
+            cells("apiregistration.k8s.io", "APIService", local),
+            vec![json!("v1.apps"), json!("Local"), json!("True"), json!("3h")]
+        );
+        let remote = json!({"metadata": meta("v1beta1.metrics.k8s.io"),
+            "spec": {"service": {"namespace": "kube-system", "name": "metrics-server"}},
+            "status": {"conditions": [{"type": "Available", "status": "False", "reason": "MissingEndpoints"}]}});
+        let c = cells("apiregistration.k8s.io", "APIService", remote);
+        assert_eq!(c[1..3], [json!("kube-system/metrics-server"), json!("False (MissingEndpoints)")]);
+        let no_reason = json!({"spec": {}, "status": {"conditions": [{"type": "Available", "status": "False"}]}});
+        assert_eq!(cells("apiregistration.k8s.io", "APIService", no_reason)[2], json!("False"));
+        assert_eq!(cells("apiregistration.k8s.io", "APIService", json!({"spec": {}}))[2], json!("Unknown"));
+        let names: Vec<&str> = columns("apiregistration.k8s.io", "APIService").iter().map(|c| c.name).collect();
+        assert_eq!(names, ["Name", "Service", "Available", "Age"]);
     }
 
     #[test]

@@ -116,6 +116,7 @@ fn printer(group: &str, kind: &str) -> Option<&'static Printer> {
         ("node.k8s.io", "RuntimeClass") => &cluster::RUNTIME_CLASS,
         ("coordination.k8s.io", "Lease") => &cluster::LEASE,
         ("certificates.k8s.io", "CertificateSigningRequest") => &cluster::CERTIFICATE_SIGNING_REQUEST,
+        ("apiregistration.k8s.io", "APIService") => &cluster::API_SERVICE,
         ("admissionregistration.k8s.io", "MutatingWebhookConfiguration")
         | ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration") => &cluster::WEBHOOK_CONFIGURATION,
         ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => &cluster::VALIDATING_ADMISSION_POLICY,

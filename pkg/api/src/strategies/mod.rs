@@ -3,6 +3,7 @@
 //! containers, volumes, probes, quantities, ports, label selectors, value formats.
 
 pub mod apiextensions;
+pub mod apiregistration;
 pub mod apps;
 pub mod autoscaling;
 pub mod batch;

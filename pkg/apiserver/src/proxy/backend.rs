@@ -133,7 +133,7 @@ fn service_address(state: &State, namespace: &str, service: &Value, port: &str) 
     Ok(candidates.swap_remove(pick as usize % candidates.len()))
 }
 
-fn forwarded_headers(from: &HeaderMap) -> HeaderMap {
+pub(crate) fn forwarded_headers(from: &HeaderMap) -> HeaderMap {
     let mut out = HeaderMap::new();
     for (k, v) in from {
         if !HOP_HEADERS.contains(&k.as_str()) {
@@ -144,7 +144,7 @@ fn forwarded_headers(from: &HeaderMap) -> HeaderMap {
 }
 
 /// Streams a backend's answer back, without its hop-by-hop headers.
-fn relay(resp: Response<Incoming>) -> Response<Body> {
+pub(crate) fn relay(resp: Response<Incoming>) -> Response<Body> {
     let (parts, body) = resp.into_parts();
     let mut r = Response::new(super::streamed(body, "proxied body"));
     *r.status_mut() = parts.status;

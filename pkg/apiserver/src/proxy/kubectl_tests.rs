@@ -431,6 +431,7 @@ async fn cluster() -> Option<Cluster> {
                 cert_pem: client.cert_pem,
                 key_pem: client.key_pem,
             }),
+            front_proxy: None,
         },
         cancel.clone(),
     )

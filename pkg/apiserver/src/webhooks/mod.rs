@@ -199,58 +199,12 @@ impl Webhooks {
         let server_name = format!("{name}.{namespace}.svc");
         let sep = if path.contains('?') { '&' } else { '?' };
         Ok(client::Target {
-            connect: self.service_address(&namespace, &name, port)?,
+            connect: crate::service_resolver::resolve(&self.store, &namespace, &name, port)
+                .map_err(|e| e.to_string())?,
             url: format!("https://{server_name}:{port}{path}{sep}{timeout}"),
             server_name,
             path: format!("{path}{sep}{timeout}"),
         })
-    }
-
-    /// A ready endpoint of the Service's `port`, else its ClusterIP.
-    fn service_address(&self, namespace: &str, name: &str, port: u16) -> Result<String, String> {
-        let prefix = |group: &str, resource: &str| {
-            k1s_api::resources::find(group, "v1", resource).map(|r| r.storage_prefix()).unwrap_or_default()
-        };
-        let svc: Value = self
-            .store
-            .get(&format!("{}{namespace}/{name}", prefix("", "services")))
-            .ok()
-            .flatten()
-            .and_then(|kv| serde_json::from_slice(&kv.value).ok())
-            .ok_or_else(|| format!("service \"{name}\" not found"))?;
-        let ports = svc.pointer("/spec/ports").and_then(Value::as_array).cloned().unwrap_or_default();
-        let svc_port = ports.iter().find(|p| p.get("port").and_then(Value::as_u64) == Some(u64::from(port)));
-        let port_name = svc_port.and_then(|p| p.get("name").and_then(Value::as_str)).unwrap_or("");
-        let slices = self
-            .store
-            .list(&format!("{}{namespace}/", prefix("discovery.k8s.io", "endpointslices")), None, 0, None)
-            .map(|p| p.items)
-            .unwrap_or_default();
-        for kv in slices {
-            let Ok(slice) = serde_json::from_slice::<Value>(&kv.value) else { continue };
-            if slice.pointer("/metadata/labels/kubernetes.io~1service-name").and_then(Value::as_str) != Some(name) {
-                continue;
-            }
-            let target_port = slice.get("ports").and_then(Value::as_array).and_then(|ps| {
-                ps.iter()
-                    .find(|p| p.get("name").and_then(Value::as_str).unwrap_or("") == port_name)
-                    .and_then(|p| p.get("port").and_then(Value::as_u64))
-            });
-            let Some(target_port) = target_port else { continue };
-            let ready = slice
-                .get("endpoints")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .find(|e| e.pointer("/conditions/ready").and_then(Value::as_bool) != Some(false));
-            if let Some(ip) = ready.and_then(|e| e.pointer("/addresses/0")).and_then(Value::as_str) {
-                return Ok(crate::proxy::host_port(ip, target_port as u16));
-            }
-        }
-        match svc.pointer("/spec/clusterIP").and_then(Value::as_str).filter(|ip| !ip.is_empty() && *ip != "None") {
-            Some(ip) => Ok(crate::proxy::host_port(ip, port)),
-            None => Err(format!("service \"{namespace}/{name}\" has no ready endpoints")),
-        }
     }
 
     /// The AdmissionReview request for `attrs`.
