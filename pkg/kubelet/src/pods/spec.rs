@@ -3,7 +3,7 @@
 
 use crate::Config;
 use k1s_cri::v1 as cri;
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod};
 use std::collections::HashMap;
 
 pub const LABEL_POD_NAME: &str = "io.kubernetes.pod.name";
@@ -110,6 +110,68 @@ fn namespace_options(pod: &Pod) -> cri::NamespaceOption {
         },
         ipc: if spec.and_then(|s| s.host_ipc).unwrap_or(false) { node } else { podm },
         ..Default::default()
+    }
+}
+
+/// An ephemeral container as the container it runs as (upstream converts
+/// `EphemeralContainerCommon` to `Container` the same way): every field they share.
+pub fn ephemeral_as_container(e: &EphemeralContainer) -> Container {
+    Container {
+        name: e.name.clone(),
+        image: e.image.clone(),
+        command: e.command.clone(),
+        args: e.args.clone(),
+        working_dir: e.working_dir.clone(),
+        ports: e.ports.clone(),
+        env_from: e.env_from.clone(),
+        env: e.env.clone(),
+        resources: e.resources.clone(),
+        resize_policy: e.resize_policy.clone(),
+        restart_policy: e.restart_policy.clone(),
+        restart_policy_rules: e.restart_policy_rules.clone(),
+        volume_mounts: e.volume_mounts.clone(),
+        volume_devices: e.volume_devices.clone(),
+        liveness_probe: e.liveness_probe.clone(),
+        readiness_probe: e.readiness_probe.clone(),
+        startup_probe: e.startup_probe.clone(),
+        lifecycle: e.lifecycle.clone(),
+        termination_message_path: e.termination_message_path.clone(),
+        termination_message_policy: e.termination_message_policy.clone(),
+        image_pull_policy: e.image_pull_policy.clone(),
+        security_context: e.security_context.clone(),
+        stdin: e.stdin,
+        stdin_once: e.stdin_once,
+        tty: e.tty,
+        ..Default::default()
+    }
+}
+
+/// The pod's ephemeral containers, in spec order, each with its `targetContainerName`.
+pub fn ephemeral_containers(pod: &Pod) -> Vec<(Container, Option<String>)> {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.ephemeral_containers.iter().flatten())
+        .map(|e| (ephemeral_as_container(e), e.target_container_name.clone().filter(|t| !t.is_empty())))
+        .collect()
+}
+
+/// Whether `name` is one of the pod's ephemeral containers.
+pub fn is_ephemeral(pod: &Pod, name: &str) -> bool {
+    pod.spec.iter().flat_map(|s| s.ephemeral_containers.iter().flatten()).any(|e| e.name == name)
+}
+
+/// Puts a container into the process namespace of the container `target_id` (an ephemeral
+/// container with `targetContainerName`), as upstream's kubelet does: only where the container
+/// would otherwise get its own PID namespace; a pod sharing one namespace (or the host's) keeps it.
+pub fn target_pid_namespace(config: &mut cri::ContainerConfig, target_id: &str) {
+    let Some(ns) =
+        config.linux.as_mut().and_then(|l| l.security_context.as_mut()).and_then(|s| s.namespace_options.as_mut())
+    else {
+        return;
+    };
+    if ns.pid == cri::NamespaceMode::Container as i32 {
+        ns.pid = cri::NamespaceMode::Target as i32;
+        ns.target_id = target_id.to_string();
     }
 }
 
