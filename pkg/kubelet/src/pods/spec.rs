@@ -2,8 +2,9 @@
 //! parent) and each container (command, env, mounts, resources, security context).
 
 use crate::Config;
+use k1s_api::strategies::containers;
 use k1s_cri::v1 as cri;
-use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod};
 use std::collections::HashMap;
 
 pub const LABEL_POD_NAME: &str = "io.kubernetes.pod.name";
@@ -113,45 +114,12 @@ fn namespace_options(pod: &Pod) -> cri::NamespaceOption {
     }
 }
 
-/// An ephemeral container as the container it runs as (upstream converts
-/// `EphemeralContainerCommon` to `Container` the same way): every field they share.
-pub fn ephemeral_as_container(e: &EphemeralContainer) -> Container {
-    Container {
-        name: e.name.clone(),
-        image: e.image.clone(),
-        command: e.command.clone(),
-        args: e.args.clone(),
-        working_dir: e.working_dir.clone(),
-        ports: e.ports.clone(),
-        env_from: e.env_from.clone(),
-        env: e.env.clone(),
-        resources: e.resources.clone(),
-        resize_policy: e.resize_policy.clone(),
-        restart_policy: e.restart_policy.clone(),
-        restart_policy_rules: e.restart_policy_rules.clone(),
-        volume_mounts: e.volume_mounts.clone(),
-        volume_devices: e.volume_devices.clone(),
-        liveness_probe: e.liveness_probe.clone(),
-        readiness_probe: e.readiness_probe.clone(),
-        startup_probe: e.startup_probe.clone(),
-        lifecycle: e.lifecycle.clone(),
-        termination_message_path: e.termination_message_path.clone(),
-        termination_message_policy: e.termination_message_policy.clone(),
-        image_pull_policy: e.image_pull_policy.clone(),
-        security_context: e.security_context.clone(),
-        stdin: e.stdin,
-        stdin_once: e.stdin_once,
-        tty: e.tty,
-        ..Default::default()
-    }
-}
-
 /// The pod's ephemeral containers, in spec order, each with its `targetContainerName`.
 pub fn ephemeral_containers(pod: &Pod) -> Vec<(Container, Option<String>)> {
     pod.spec
         .iter()
         .flat_map(|s| s.ephemeral_containers.iter().flatten())
-        .map(|e| (ephemeral_as_container(e), e.target_container_name.clone().filter(|t| !t.is_empty())))
+        .map(|e| (containers::ephemeral_as_container(e), e.target_container_name.clone().filter(|t| !t.is_empty())))
         .collect()
 }
 
