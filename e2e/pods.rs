@@ -629,3 +629,127 @@ fn twenty_node_mode_starts_in_a_row_each_reach_node_ready() {
         assert!(!s.logs().contains("kubelet stopped"), "start {i}:\n{}", s.logs());
     }
 }
+
+/// Feeds `input` to an interactive kubectl session and collects its output once it ends,
+/// keeping its stdin open until then.
+fn session(mut child: std::process::Child, input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(input).expect("write stdin");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = rx.recv_timeout(Duration::from_secs(90)).expect("the session ends").expect("session output");
+    drop(stdin);
+    out
+}
+
+/// Issue 16, defect 6: `kubectl debug` added the ephemeral container, then waited forever.
+#[test]
+fn kubectl_debug_runs_an_ephemeral_container_in_the_targets_pid_namespace() {
+    let s = Server::start_node();
+    let manifest = format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: web}}
+spec:
+  containers:
+  - name: app
+    image: {IMAGE}
+    command: ["sleep", "3600"]
+"#
+    );
+    s.ok_stdin(&["apply", "-f", "-"], &manifest);
+    let before = wait_pod(&s, "web", "Running", 60, |p| p["status"]["phase"] == "Running");
+    let app_id = container_status(&before)["containerID"].as_str().unwrap_or("").to_string();
+    assert!(!app_id.is_empty(), "{before}");
+
+    // kubectl debug -i attaches once the container runs; the container reads a line first so
+    // that nothing it prints comes before the attach. Stdin stays open until the session ends:
+    // as upstream, containerd ends an attach whose stdin closes (stdinOnce is false), and with
+    // it the output still to come.
+    let debug = s
+        .kubectl_cmd(&[
+            "debug",
+            "-i",
+            "web",
+            &format!("--image={IMAGE}"),
+            "--target=app",
+            "--container=debugger",
+            "--",
+            "sh",
+            "-c",
+            "read x; echo hello-from-debug-$x; ps",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl debug");
+    let out = session(debug, b"go\n");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}\nserver log:\n{}", common::tail(&s.logs(), 40));
+    if !stdout.contains("hello-from-debug-go") {
+        let logs = s.kubectl(&["logs", "web", "-c", "debugger"]);
+        panic!(
+            "stdout: {stdout}\nstderr: {stderr}\ndebugger log: {}\npod: {}\nserver log:\n{}",
+            String::from_utf8_lossy(&logs.stdout),
+            pod(&s, "web")["status"],
+            common::tail(&s.logs(), 60)
+        );
+    }
+    // The target's process is visible: the debugger shares its PID namespace.
+    assert!(stdout.contains("sleep 3600"), "ps shows no target process:\n{stdout}");
+
+    let p = wait_pod(&s, "web", "debugger terminated", 30, |p| {
+        p["status"]["ephemeralContainerStatuses"][0]["state"]["terminated"].is_object()
+    });
+    let eph = &p["status"]["ephemeralContainerStatuses"][0];
+    assert_eq!(eph["name"], "debugger", "{eph}");
+    assert_eq!(eph["image"], IMAGE, "{eph}");
+    assert_eq!(eph["state"]["terminated"]["exitCode"], 0, "{eph}");
+    assert_eq!(eph["restartCount"], 0, "{eph}");
+    assert!(eph["containerID"].as_str().is_some_and(|c| c.starts_with("containerd://")), "{eph}");
+    assert!(eph["imageID"].as_str().is_some_and(|c| !c.is_empty()), "{eph}");
+    // The pod was not restarted for it.
+    let app = container_status(&p);
+    assert_eq!(app["restartCount"], 0, "{app}");
+    assert_eq!(app["containerID"], app_id.as_str(), "{app}");
+    assert!(app["state"]["running"].is_object(), "{app}");
+    assert_eq!(p["status"]["phase"], "Running");
+    // Its log stays readable; it is never started again.
+    let logs = s.ok(&["logs", "web", "-c", "debugger"]);
+    assert!(logs.contains("hello-from-debug-go"), "{logs}");
+    std::thread::sleep(Duration::from_secs(3));
+    let p = pod(&s, "web");
+    assert_eq!(p["status"]["ephemeralContainerStatuses"][0]["containerID"], eph["containerID"]);
+
+    // kubectl debug -it, through a pseudo-terminal: the session prints the container's output.
+    let cmd = format!(
+        "KUBECONFIG={} HOME={} {} debug -it web --image={IMAGE} --target=app --container=debug-tty -- sh -c 'read x; echo tty-says-$x; ps'",
+        s.kubeconfig().display(),
+        s.data_dir().join("tty-home").display(),
+        common::kubectl_bin(),
+    );
+    let tty = std::process::Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("script");
+    let out = session(tty, b"tty\r");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(stdout.contains("tty-says-tty"), "stdout: {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("sleep 3600"), "{stdout}");
+    let p = pod(&s, "web");
+    assert_eq!(container_status(&p)["restartCount"], 0);
+    let names: Vec<&str> = p["status"]["ephemeralContainerStatuses"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|c| c["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(names, ["debugger", "debug-tty"]);
+}

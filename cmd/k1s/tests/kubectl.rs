@@ -835,3 +835,84 @@ fn hpas_are_stored_in_v2_and_read_written_and_watched_through_v1_too() {
     assert_eq!(code, 422, "{status}");
     assert_eq!(status["details"]["causes"][0]["field"], "spec.targetCPUUtilizationPercentage", "{status}");
 }
+
+/// `pods/ephemeralcontainers` as upstream serves it: the only way to add ephemeral containers,
+/// which may then never change or go; everything else in a write through it is dropped.
+#[test]
+fn ephemeral_containers_are_added_only_through_their_subresource() {
+    let s = Server::start();
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: default}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: web, labels: {app: web}}\nspec:\n  containers:\n  - {name: app, image: busybox:1.36}\n",
+    );
+    let path = "/api/v1/namespaces/default/pods/web/ephemeralcontainers";
+    let smp = Some("application/strategic-merge-patch+json");
+    // Through the subresource: the ephemeral container is added, the other changes are dropped.
+    let add = s.write_file(
+        "add.json",
+        r#"{"metadata": {"labels": {"app": "changed"}},
+            "spec": {"containers": [{"name": "app", "image": "busybox:9"}],
+                     "ephemeralContainers": [{"name": "debugger", "image": "busybox:1.36", "targetContainerName": "app",
+                                              "stdin": true, "tty": true, "terminationMessagePolicy": "File"}]}}"#,
+    );
+    let (code, pod) = s.curl("PATCH", path, smp, Some(&add));
+    assert_eq!(code, 200, "{pod}");
+    assert_eq!(pod["spec"]["ephemeralContainers"][0]["name"], "debugger");
+    assert_eq!(pod["spec"]["ephemeralContainers"][0]["imagePullPolicy"], "IfNotPresent");
+    assert_eq!(pod["spec"]["containers"][0]["image"], "busybox:1.36");
+    assert_eq!(pod["metadata"]["labels"]["app"], "web");
+    // GET on the subresource answers with the pod.
+    let (code, got) = s.curl("GET", path, None, None);
+    assert_eq!((code, got["kind"].as_str()), (200, Some("Pod")));
+
+    // Through the pod itself they cannot be added.
+    let out = s.kubectl(&[
+        "patch",
+        "pod",
+        "web",
+        "-p",
+        r#"{"spec":{"ephemeralContainers":[{"name":"other","image":"busybox:1.36","terminationMessagePolicy":"File"}]}}"#,
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("spec: Forbidden: pod updates may not change fields other than"), "{err}");
+
+    // Existing ones may not be removed or changed; new ones get upstream's field rules.
+    let remove = s.write_file("remove.json", r#"[{"op": "remove", "path": "/spec/ephemeralContainers/0"}]"#);
+    let (code, status) = s.curl("PATCH", path, Some("application/json-patch+json"), Some(&remove));
+    assert_eq!(code, 422, "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("existing ephemeral containers \"debugger\" may not be removed")),
+        "{status}"
+    );
+    let change = s.write_file(
+        "change.json",
+        r#"[{"op": "replace", "path": "/spec/ephemeralContainers/0/image", "value": "busybox:2"}]"#,
+    );
+    let (code, status) = s.curl("PATCH", path, Some("application/json-patch+json"), Some(&change));
+    assert_eq!(code, 422, "{status}");
+    assert!(status["message"].as_str().is_some_and(|m| m.contains("may not be changed")), "{status}");
+    let ports = s.write_file(
+        "ports.json",
+        r#"{"spec": {"ephemeralContainers": [{"name": "web2", "image": "busybox:1.36", "targetContainerName": "nope",
+                                             "ports": [{"containerPort": 80}], "terminationMessagePolicy": "File"}]}}"#,
+    );
+    let (code, status) = s.curl("PATCH", path, smp, Some(&ports));
+    assert_eq!(code, 422, "{status}");
+    let causes: Vec<String> = status["details"]["causes"]
+        .as_array()
+        .map(|cs| {
+            cs.iter()
+                .map(|c| format!("{}: {}", c["field"].as_str().unwrap_or(""), c["message"].as_str().unwrap_or("")))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        causes.iter().any(|c| c.starts_with("spec.ephemeralContainers[")
+            && c.ends_with("].ports: Forbidden: cannot be set for an Ephemeral Container")),
+        "{causes:?}"
+    );
+    assert!(causes.iter().any(|c| c.ends_with("].targetContainerName: Not found: \"nope\"")), "{causes:?}");
+}

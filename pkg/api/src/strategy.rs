@@ -46,6 +46,16 @@ pub trait Strategy: Send + Sync + 'static {
     fn validate_update(&self, new: &Self::Object, _old: &Self::Object) -> Vec<FieldError> {
         self.validate(new)
     }
+    /// Validation of an update through `subresource` (upstream gives such endpoints their own
+    /// strategy, e.g. `pods/ephemeralcontainers`); by default the same as [`Self::validate_update`].
+    fn validate_subresource_update(
+        &self,
+        _subresource: &str,
+        new: &Self::Object,
+        old: &Self::Object,
+    ) -> Vec<FieldError> {
+        self.validate_update(new, old)
+    }
     /// Adjusts the typed object's JSON encoding where serde's differs from Go's (e.g. a `f64`
     /// field holding a whole number, which Go writes as `10` and serde as `10.0`).
     fn encoded(&self, _obj: &mut Value) {}
@@ -72,6 +82,15 @@ pub trait DynStrategy: Send + Sync {
     fn prepare_for_create(&self, obj: &mut Value) -> Result<(), DecodeError>;
     fn prepare_for_update(&self, new: &mut Value, old: &Value) -> Result<(), DecodeError>;
     fn validate(&self, obj: &Value, old: Option<&Value>) -> Result<Vec<FieldError>, DecodeError>;
+    /// Validates an update made through `subresource`; by default as any update.
+    fn validate_subresource(
+        &self,
+        _subresource: &str,
+        obj: &Value,
+        old: &Value,
+    ) -> Result<Vec<FieldError>, DecodeError> {
+        self.validate(obj, Some(old))
+    }
 }
 
 /// Adapter from a typed [`Strategy`] to [`DynStrategy`].
@@ -150,6 +169,16 @@ impl<S: Strategy> DynStrategy for Typed<S> {
             None => self.0.validate(&typed),
             Some(old) => self.0.validate_update(&typed, &decode(old)?),
         })
+    }
+
+    fn validate_subresource(
+        &self,
+        subresource: &str,
+        obj: &Value,
+        old: &Value,
+    ) -> Result<Vec<FieldError>, DecodeError> {
+        let typed: S::Object = decode(obj)?;
+        Ok(self.0.validate_subresource_update(subresource, &typed, &decode(old)?))
     }
 }
 

@@ -505,7 +505,11 @@ impl Registry {
                 }
             }
         }
-        errs.extend(info.strategy.validate(obj, old).map_err(|e| ApiError::bad_request(e.0))?);
+        let kind_errs = match (ctx.subresource, old) {
+            (Some(sub), Some(old)) => info.strategy.validate_subresource(sub, obj, old),
+            _ => info.strategy.validate(obj, old),
+        };
+        errs.extend(kind_errs.map_err(|e| ApiError::bad_request(e.0))?);
         if errs.is_empty() {
             Ok(())
         } else {
@@ -676,24 +680,22 @@ impl Registry {
         let info = ctx.info;
         let old_meta = object::meta(old).cloned().unwrap_or_default();
         let status_update = ctx.subresource == Some("status");
-        if status_update {
-            // Only status (and managedFields) may change through /status.
-            let status = new.get("status").cloned();
+        // The one field an update through this subresource may change.
+        let owned: Option<&[&str]> = match ctx.subresource {
+            Some("status") => Some(&["status"]),
+            // pods/ephemeralcontainers (upstream's dropNonEphemeralContainerUpdates).
+            Some("ephemeralcontainers") => Some(&["spec", "ephemeralContainers"]),
+            _ => None,
+        };
+        if let Some(owned) = owned {
+            // Only that field (and managedFields) may change through the subresource.
+            let value = owned.iter().try_fold(&*new, |v, k| v.get(*k)).cloned();
             let managed = object::meta(new).and_then(|m| m.get("managedFields")).cloned();
             let rv = object::meta(new).and_then(|m| m.get("resourceVersion")).cloned();
             let annotations = status_update_keeps_annotations(info)
                 .then(|| object::meta(new).and_then(|m| m.get("annotations")).cloned());
             *new = old.clone();
-            match status {
-                Some(s) => {
-                    new["status"] = s;
-                }
-                None => {
-                    if let Some(m) = new.as_object_mut() {
-                        m.remove("status");
-                    }
-                }
-            }
+            set_path(new, owned, value);
             let md = meta_mut(new);
             match managed {
                 Some(m) => md.insert("managedFields".into(), m),
@@ -1326,6 +1328,28 @@ impl Registry {
         let user = Self::server_user();
         let opts = DeleteOptions::default();
         self.delete(&mut Self::server_ctx(&user, info, None), name, &opts).await.map(|_| ())
+    }
+}
+
+/// Sets (or with `None` removes) the field at `path`, creating objects on the way to it.
+fn set_path(obj: &mut Value, path: &[&str], value: Option<Value>) {
+    let Some((last, parents)) = path.split_last() else { return };
+    let mut cur = obj;
+    for k in parents {
+        if value.is_none() && cur.get(*k).is_none() {
+            return;
+        }
+        let Some(m) = cur.as_object_mut() else { return };
+        cur = m.entry(k.to_string()).or_insert_with(|| json!({}));
+    }
+    let Some(m) = cur.as_object_mut() else { return };
+    match value {
+        Some(v) => {
+            m.insert(last.to_string(), v);
+        }
+        None => {
+            m.remove(*last);
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use super::ports;
 use super::probes;
 use super::quantity::{self, Quantity};
 use crate::field::{FieldError, Path};
-use k8s_openapi::api::core::v1::{Container, EnvVar, ObjectFieldSelector, ResourceRequirements};
+use k8s_openapi::api::core::v1::{Container, EnvVar, EphemeralContainer, ObjectFieldSelector, ResourceRequirements};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What container validation needs to know about the pod around it.
@@ -571,6 +571,93 @@ pub fn validate_init_containers(
         }
     }
     errs.extend(host_port_conflicts(inits, path));
+    errs
+}
+
+/// The container an ephemeral container runs as: every field the two share
+/// (`EphemeralContainerCommon` is `Container` upstream).
+pub fn ephemeral_as_container(e: &EphemeralContainer) -> Container {
+    Container {
+        name: e.name.clone(),
+        image: e.image.clone(),
+        command: e.command.clone(),
+        args: e.args.clone(),
+        working_dir: e.working_dir.clone(),
+        ports: e.ports.clone(),
+        env_from: e.env_from.clone(),
+        env: e.env.clone(),
+        resources: e.resources.clone(),
+        resize_policy: e.resize_policy.clone(),
+        restart_policy: e.restart_policy.clone(),
+        restart_policy_rules: e.restart_policy_rules.clone(),
+        volume_mounts: e.volume_mounts.clone(),
+        volume_devices: e.volume_devices.clone(),
+        liveness_probe: e.liveness_probe.clone(),
+        readiness_probe: e.readiness_probe.clone(),
+        startup_probe: e.startup_probe.clone(),
+        lifecycle: e.lifecycle.clone(),
+        termination_message_path: e.termination_message_path.clone(),
+        termination_message_policy: e.termination_message_policy.clone(),
+        image_pull_policy: e.image_pull_policy.clone(),
+        security_context: e.security_context.clone(),
+        stdin: e.stdin,
+        stdin_once: e.stdin_once,
+        tty: e.tty,
+    }
+}
+
+/// `validateEphemeralContainers`: the common container rules, names unique across every kind of
+/// container, a target that is a regular or init container, and none of the fields upstream
+/// keeps off ephemeral containers (ports, resources, probes, lifecycle, restart policy, subpaths).
+pub fn validate_ephemeral_containers(
+    ephemeral: &[EphemeralContainer],
+    regular: &[Container],
+    inits: &[Container],
+    ctx: &PodContext<'_>,
+    path: &Path,
+) -> Vec<FieldError> {
+    const FORBIDDEN: &str = "cannot be set for an Ephemeral Container";
+    let mut errs = Vec::new();
+    let others: BTreeSet<&str> = regular.iter().chain(inits).map(|c| c.name.as_str()).collect();
+    let mut names = others.clone();
+    for (i, e) in ephemeral.iter().enumerate() {
+        let p = path.index(i);
+        let c = ephemeral_as_container(e);
+        errs.extend(validate_common(&c, ctx, &p));
+        if !names.insert(e.name.as_str()) {
+            errs.push(FieldError::duplicate(p.child("name"), e.name.as_str()));
+        }
+        if let Some(t) = e.target_container_name.as_deref().filter(|t| !t.is_empty()) {
+            if !others.contains(t) {
+                errs.push(FieldError::not_found(p.child("targetContainerName"), t));
+            }
+        }
+        // Upstream's allow-list, in the order of the struct's fields.
+        for (field, set) in [
+            ("ports", e.ports.as_ref().is_some_and(|v| !v.is_empty())),
+            ("resources", e.resources.as_ref().is_some_and(|r| r != &ResourceRequirements::default())),
+            ("resizePolicy", e.resize_policy.as_ref().is_some_and(|v| !v.is_empty())),
+            ("restartPolicy", e.restart_policy.is_some()),
+            ("restartPolicyRules", e.restart_policy_rules.as_ref().is_some_and(|v| !v.is_empty())),
+            ("livenessProbe", e.liveness_probe.is_some()),
+            ("readinessProbe", e.readiness_probe.is_some()),
+            ("startupProbe", e.startup_probe.is_some()),
+            ("lifecycle", e.lifecycle.is_some()),
+        ] {
+            if set {
+                errs.push(FieldError::forbidden(p.child(field), FORBIDDEN));
+            }
+        }
+        for (j, m) in e.volume_mounts.iter().flatten().enumerate() {
+            let mp = p.child("volumeMounts").index(j);
+            if m.sub_path.as_deref().is_some_and(|s| !s.is_empty()) {
+                errs.push(FieldError::forbidden(mp.child("subPath"), FORBIDDEN));
+            }
+            if m.sub_path_expr.as_deref().is_some_and(|s| !s.is_empty()) {
+                errs.push(FieldError::forbidden(mp.child("subPathExpr"), FORBIDDEN));
+            }
+        }
+    }
     errs
 }
 

@@ -113,14 +113,14 @@ fn container_updates(new: &[Container], old: &[Container], path: &Path) -> (Vec<
     (errs, false)
 }
 
-/// Ephemeral containers (added through `pods/ephemeralcontainers`, as `kubectl debug` does): existing
-/// ones never change, new ones carry only the fields upstream allows.
-fn validate_ephemeral_update(new: &PodSpec, old: &PodSpec, path: &Path) -> Vec<FieldError> {
+/// The second half of upstream's `ValidatePodEphemeralContainersUpdate`: ephemeral containers
+/// may only be added; existing ones are never removed or changed (matched by name, since a patch
+/// need not keep their order).
+fn ephemeral_changes(new: &PodSpec, old: &PodSpec, path: &Path) -> Vec<FieldError> {
     let p = path.child("ephemeralContainers");
     let new_e = new.ephemeral_containers.as_deref().unwrap_or_default();
-    let old_e = old.ephemeral_containers.as_deref().unwrap_or_default();
     let mut errs = Vec::new();
-    for o in old_e {
+    for o in old.ephemeral_containers.iter().flatten() {
         match new_e.iter().find(|n| n.name == o.name) {
             None => errs.push(FieldError::forbidden(
                 &p,
@@ -137,49 +137,11 @@ fn validate_ephemeral_update(new: &PodSpec, old: &PodSpec, path: &Path) -> Vec<F
             Some(_) => {}
         }
     }
-    let targets: Vec<&str> =
-        new.containers.iter().chain(new.init_containers.iter().flatten()).map(|c| c.name.as_str()).collect();
-    let mut names: Vec<&str> = targets.clone();
-    for (i, e) in new_e.iter().enumerate() {
-        let ip = p.index(i);
-        if old_e.iter().any(|o| o.name == e.name) {
-            names.push(e.name.as_str());
-            continue;
-        }
-        if e.name.is_empty() {
-            errs.push(FieldError::required(ip.child("name"), ""));
-        } else {
-            errs.extend(super::formats::validate_dns_label(&e.name, &ip.child("name")));
-        }
-        if names.contains(&e.name.as_str()) {
-            errs.push(FieldError::duplicate(ip.child("name"), e.name.as_str()));
-        }
-        names.push(e.name.as_str());
-        if e.image.as_deref().unwrap_or_default().is_empty() {
-            errs.push(FieldError::required(ip.child("image"), ""));
-        }
-        for (field, set) in [
-            ("ports", e.ports.as_ref().is_some_and(|p| !p.is_empty())),
-            ("livenessProbe", e.liveness_probe.is_some()),
-            ("readinessProbe", e.readiness_probe.is_some()),
-            ("startupProbe", e.startup_probe.is_some()),
-            ("lifecycle", e.lifecycle.is_some()),
-            ("resources", e.resources.as_ref().is_some_and(|r| !semantic::equal(r, &Default::default()))),
-            ("restartPolicy", e.restart_policy.is_some()),
-            ("volumeDevices", e.volume_devices.as_ref().is_some_and(|v| !v.is_empty())),
-        ] {
-            if set {
-                errs.push(FieldError::forbidden(ip.child(field), "cannot be set for an Ephemeral Container"));
-            }
-        }
-        if let Some(t) = e.target_container_name.as_deref().filter(|t| !t.is_empty()) {
-            if !targets.contains(&t) {
-                errs.push(FieldError::not_found(ip.child("targetContainerName"), t));
-            }
-        }
-    }
     errs
 }
+
+/// Annotation of a static pod's mirror in the API.
+const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 impl Strategy for PodStrategy {
     type Object = Pod;
@@ -289,7 +251,6 @@ impl Strategy for PodStrategy {
                 ));
             }
         }
-        errs.extend(validate_ephemeral_update(&new_spec, &old_spec, &path));
         if semantic::equal(&new_spec, &old_spec) {
             return errs;
         }
@@ -303,7 +264,6 @@ impl Strategy for PodStrategy {
         munged.active_deadline_seconds = old_spec.active_deadline_seconds;
         munged.scheduling_gates = old_spec.scheduling_gates.clone();
         munged.tolerations = old_spec.tolerations.clone();
-        munged.ephemeral_containers = old_spec.ephemeral_containers.clone();
         if old_spec.termination_grace_period_seconds.is_some_and(|g| g < 0)
             && munged.termination_grace_period_seconds == Some(1)
         {
@@ -319,6 +279,24 @@ impl Strategy for PodStrategy {
                 format!("{UPDATABLE_FIELDS}\n{}", semantic::diff_text("core.PodSpec", &old_spec, &munged)),
             ));
         }
+        errs
+    }
+
+    /// `pods/ephemeralcontainers` (upstream's `ValidatePodEphemeralContainersUpdate`): the
+    /// registry kept every other field of the old pod, so the spec is valid as before and the
+    /// only change left to judge is that of the ephemeral containers.
+    fn validate_subresource_update(&self, subresource: &str, new: &Pod, old: &Pod) -> Vec<FieldError> {
+        if subresource != "ephemeralcontainers" {
+            return self.validate_update(new, old);
+        }
+        let new_spec = new.spec.clone().unwrap_or_default();
+        let old_spec = old.spec.clone().unwrap_or_default();
+        let path = Path::new("spec");
+        let mut errs = pod_spec::validate_pod_spec(&new_spec, &path);
+        if old.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(MIRROR_POD_ANNOTATION)) {
+            return vec![FieldError::forbidden(Path::new(""), "static pods do not support ephemeral containers")];
+        }
+        errs.extend(ephemeral_changes(&new_spec, &old_spec, &path));
         errs
     }
 }
@@ -442,8 +420,9 @@ mod tests {
     }
 
     #[test]
-    fn ephemeral_containers_may_only_be_added() {
-        use k8s_openapi::api::core::v1::{ContainerPort, EphemeralContainer};
+    fn ephemeral_containers_may_only_be_added_through_their_subresource() {
+        use k8s_openapi::api::core::v1::{ContainerPort, EphemeralContainer, Probe, VolumeMount};
+        const SUB: &str = "ephemeralcontainers";
         let old = created("nginx");
         let mut debugged = old.clone();
         debugged.spec.as_mut().expect("spec").ephemeral_containers = Some(vec![EphemeralContainer {
@@ -452,27 +431,55 @@ mod tests {
             target_container_name: Some("app".into()),
             ..Default::default()
         }]);
-        assert!(PodStrategy.validate_update(&debugged, &old).is_empty());
+        PodStrategy.set_defaults(&mut debugged);
+        assert!(PodStrategy.validate_subresource_update(SUB, &debugged, &old).is_empty());
+        // The pod itself may not add them (upstream's ValidatePodUpdate compares the whole spec).
+        let m = messages(&PodStrategy.validate_update(&debugged, &old));
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!(m[0].starts_with("spec: Forbidden: pod updates may not change fields other than"), "{m:?}");
         let mut bad = old.clone();
         bad.spec.as_mut().expect("spec").ephemeral_containers = Some(vec![EphemeralContainer {
             name: "app".into(),
             image: Some("busybox".into()),
             ports: Some(vec![ContainerPort { container_port: 80, ..Default::default() }]),
+            readiness_probe: Some(Probe::default()),
+            volume_mounts: Some(vec![VolumeMount {
+                name: "v".into(),
+                mount_path: "/v".into(),
+                sub_path: Some("x".into()),
+                ..Default::default()
+            }]),
             target_container_name: Some("nope".into()),
             ..Default::default()
         }]);
+        PodStrategy.set_defaults(&mut bad);
         assert_eq!(
-            messages(&PodStrategy.validate_update(&bad, &old)),
+            messages(&PodStrategy.validate_subresource_update(SUB, &bad, &old)),
             [
+                "spec.ephemeralContainers[0].volumeMounts[0].name: Not found: \"v\"",
                 "spec.ephemeralContainers[0].name: Duplicate value: \"app\"",
+                "spec.ephemeralContainers[0].targetContainerName: Not found: \"nope\"",
                 "spec.ephemeralContainers[0].ports: Forbidden: cannot be set for an Ephemeral Container",
-                "spec.ephemeralContainers[0].targetContainerName: Not found: \"nope\""
+                "spec.ephemeralContainers[0].readinessProbe: Forbidden: cannot be set for an Ephemeral Container",
+                "spec.ephemeralContainers[0].volumeMounts[0].subPath: Forbidden: cannot be set for an Ephemeral Container",
             ]
         );
-        let m = messages(&PodStrategy.validate_update(&old, &debugged));
+        let m = messages(&PodStrategy.validate_subresource_update(SUB, &old, &debugged));
         assert_eq!(
             m,
             ["spec.ephemeralContainers: Forbidden: existing ephemeral containers \"debugger\" may not be removed\n"]
+        );
+        let mut changed = debugged.clone();
+        if let Some(e) = changed.spec.as_mut().and_then(|s| s.ephemeral_containers.as_mut()) {
+            e[0].image = Some("busybox:2".into());
+        }
+        let m = messages(&PodStrategy.validate_subresource_update(SUB, &changed, &debugged));
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!(
+            m[0].starts_with(
+                "spec.ephemeralContainers: Forbidden: existing ephemeral containers \"debugger\" may not be changed\n"
+            ),
+            "{m:?}"
         );
     }
 

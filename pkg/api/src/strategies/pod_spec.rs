@@ -44,7 +44,7 @@ pub fn set_pod_spec_defaults(spec: &mut PodSpec) {
         containers::set_container_defaults(c);
     }
     for e in spec.ephemeral_containers.iter_mut().flatten() {
-        let mut c = ephemeral_as_container(e);
+        let mut c = containers::ephemeral_as_container(e);
         containers::set_container_defaults(&mut c);
         e.image_pull_policy = c.image_pull_policy;
         e.termination_message_path = c.termination_message_path;
@@ -55,20 +55,6 @@ pub fn set_pod_spec_defaults(spec: &mut PodSpec) {
     }
     if let Some(o) = spec.overhead.as_mut() {
         super::quantity::canonicalize_resource_list(o);
-    }
-}
-
-fn ephemeral_as_container(e: &k8s_openapi::api::core::v1::EphemeralContainer) -> k8s_openapi::api::core::v1::Container {
-    k8s_openapi::api::core::v1::Container {
-        name: e.name.clone(),
-        image: e.image.clone(),
-        image_pull_policy: e.image_pull_policy.clone(),
-        termination_message_path: e.termination_message_path.clone(),
-        termination_message_policy: e.termination_message_policy.clone(),
-        ports: e.ports.clone(),
-        env: e.env.clone(),
-        resources: e.resources.clone(),
-        ..Default::default()
     }
 }
 
@@ -189,6 +175,13 @@ pub fn validate_pod_spec(spec: &PodSpec, path: &Path) -> Vec<FieldError> {
         &spec.containers,
         &ctx,
         &path.child("initContainers"),
+    ));
+    errs.extend(containers::validate_ephemeral_containers(
+        spec.ephemeral_containers.as_deref().unwrap_or_default(),
+        &spec.containers,
+        spec.init_containers.as_deref().unwrap_or_default(),
+        &ctx,
+        &path.child("ephemeralContainers"),
     ));
     errs.extend(formats::validate_enum(spec.restart_policy.as_deref(), RESTART_POLICIES, &path.child("restartPolicy")));
     errs.extend(validate_dns(spec, path));

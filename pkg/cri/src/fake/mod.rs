@@ -286,6 +286,11 @@ impl FakeRuntime {
         self.lock().container_id_by_name(container_name)
     }
 
+    /// The config the newest container with this name (in the pod spec) was created with.
+    pub fn container_config(&self, container_name: &str) -> Option<ContainerConfig> {
+        self.lock().container_config_by_name(container_name)
+    }
+
     /// The pod CIDR last set through UpdateRuntimeConfig.
     pub fn pod_cidr(&self) -> String {
         self.lock().pod_cidr.clone()

@@ -39,6 +39,8 @@ struct FakeSandbox {
 
 struct FakeContainer {
     sandbox_id: String,
+    /// The config it was created with (namespaces, command, stdin…), for tests to inspect.
+    config: ContainerConfig,
     status: ContainerStatus,
     behavior: ContainerBehavior,
     started: Option<Instant>,
@@ -287,6 +289,7 @@ impl State {
                 format!("failed to resolve image {:?}: not found", requested.image),
             ));
         };
+        self.check_namespace_target(op, &sandbox_id, &config)?;
         let name = format!(
             "{}_{}_{}_{}_{}",
             meta.name, sandbox_meta.name, sandbox_meta.namespace, sandbox_meta.uid, meta.attempt
@@ -315,9 +318,43 @@ impl State {
             ..Default::default()
         };
         let behavior = self.behaviors.get(&meta.name).cloned().unwrap_or_default();
-        self.containers
-            .insert(id.clone(), FakeContainer { sandbox_id, status, behavior, started: None, reserved_name: name });
+        self.containers.insert(
+            id.clone(),
+            FakeContainer { sandbox_id, config, status, behavior, started: None, reserved_name: name },
+        );
         Ok(CreateContainerResponse { container_id: id })
+    }
+
+    /// A container joining another's namespace (`NamespaceMode::Target`) needs that container
+    /// running in the same sandbox, as containerd needs its process to find the namespace.
+    fn check_namespace_target(&self, op: CriOp, sandbox_id: &str, config: &ContainerConfig) -> CriResult<()> {
+        let Some(ns) =
+            config.linux.as_ref().and_then(|l| l.security_context.as_ref()).and_then(|s| s.namespace_options.as_ref())
+        else {
+            return Ok(());
+        };
+        if ns.pid != NamespaceMode::Target as i32 {
+            return Ok(());
+        }
+        let target = resolve(&self.containers, &ns.target_id).and_then(|id| self.containers.get(&id));
+        match target {
+            Some(t) if t.sandbox_id == sandbox_id && t.status.state() == ContainerState::ContainerRunning => Ok(()),
+            Some(_) => Err(CriError::rpc(
+                op,
+                Code::Unknown,
+                format!("failed to get target container {:?} pid: not running in this sandbox", ns.target_id),
+            )),
+            None => Err(CriError::not_found(op, format!("target container {:?}", ns.target_id))),
+        }
+    }
+
+    /// The config the newest container with this name was created with.
+    pub fn container_config_by_name(&self, name: &str) -> Option<ContainerConfig> {
+        self.containers
+            .values()
+            .filter(|c| c.status.metadata.as_ref().is_some_and(|m| m.name == name))
+            .max_by_key(|c| (c.status.metadata.as_ref().map_or(0, |m| m.attempt), c.status.created_at))
+            .map(|c| c.config.clone())
     }
 
     fn container_id(&self, op: CriOp, id: &str) -> CriResult<String> {

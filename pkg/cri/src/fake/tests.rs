@@ -450,3 +450,41 @@ async fn pull_delay_holds_the_pull() {
     fake.pull_image(PullImageRequest { image, ..Default::default() }).await.expect("pull");
     assert!(started.elapsed() >= Duration::from_secs(3));
 }
+
+#[tokio::test]
+async fn target_pid_namespace_needs_a_running_container_in_the_sandbox() {
+    let (fake, sandbox) = with_sandbox().await;
+    let target = create(&fake, &sandbox, "app").await.expect("create app");
+    let debugger = |target_id: &str| {
+        let mut config = container_config("debugger");
+        config.linux = Some(LinuxContainerConfig {
+            security_context: Some(LinuxContainerSecurityContext {
+                namespace_options: Some(NamespaceOption {
+                    pid: NamespaceMode::Target as i32,
+                    target_id: target_id.to_string(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        CreateContainerRequest {
+            pod_sandbox_id: sandbox.clone(),
+            config: Some(config),
+            sandbox_config: Some(sandbox_config("web", 0)),
+        }
+    };
+    let err = fake.create_container(debugger(&target)).await.expect_err("target not started");
+    assert_eq!(err.code(), Code::Unknown, "{err}");
+    let err = fake.create_container(debugger("nope")).await.expect_err("no such target");
+    assert_eq!(err.code(), Code::NotFound, "{err}");
+    start(&fake, &target).await.expect("start app");
+    fake.create_container(debugger(&target)).await.expect("target running");
+    let ns = fake
+        .container_config("debugger")
+        .and_then(|c| c.linux)
+        .and_then(|l| l.security_context)
+        .and_then(|s| s.namespace_options)
+        .expect("namespace options kept");
+    assert_eq!((ns.pid, ns.target_id.as_str()), (NamespaceMode::Target as i32, target.as_str()));
+}

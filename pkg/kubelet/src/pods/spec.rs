@@ -2,6 +2,7 @@
 //! parent) and each container (command, env, mounts, resources, security context).
 
 use crate::Config;
+use k1s_api::strategies::containers;
 use k1s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use std::collections::HashMap;
@@ -110,6 +111,35 @@ fn namespace_options(pod: &Pod) -> cri::NamespaceOption {
         },
         ipc: if spec.and_then(|s| s.host_ipc).unwrap_or(false) { node } else { podm },
         ..Default::default()
+    }
+}
+
+/// The pod's ephemeral containers, in spec order, each with its `targetContainerName`.
+pub fn ephemeral_containers(pod: &Pod) -> Vec<(Container, Option<String>)> {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.ephemeral_containers.iter().flatten())
+        .map(|e| (containers::ephemeral_as_container(e), e.target_container_name.clone().filter(|t| !t.is_empty())))
+        .collect()
+}
+
+/// Whether `name` is one of the pod's ephemeral containers.
+pub fn is_ephemeral(pod: &Pod, name: &str) -> bool {
+    pod.spec.iter().flat_map(|s| s.ephemeral_containers.iter().flatten()).any(|e| e.name == name)
+}
+
+/// Puts a container into the process namespace of the container `target_id` (an ephemeral
+/// container with `targetContainerName`), as upstream's kubelet does: only where the container
+/// would otherwise get its own PID namespace; a pod sharing one namespace (or the host's) keeps it.
+pub fn target_pid_namespace(config: &mut cri::ContainerConfig, target_id: &str) {
+    let Some(ns) =
+        config.linux.as_mut().and_then(|l| l.security_context.as_mut()).and_then(|s| s.namespace_options.as_mut())
+    else {
+        return;
+    };
+    if ns.pid == cri::NamespaceMode::Container as i32 {
+        ns.pid = cri::NamespaceMode::Target as i32;
+        ns.target_id = target_id.to_string();
     }
 }
 

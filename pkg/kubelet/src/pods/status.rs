@@ -45,6 +45,8 @@ pub struct Observed<'a> {
     pub pod: &'a Pod,
     pub init: &'a [ContainerRecord],
     pub containers: &'a [ContainerRecord],
+    /// Ephemeral containers, in spec order; they count for neither phase nor readiness.
+    pub ephemeral: &'a [ContainerRecord],
     pub sandbox_ready: bool,
     pub pod_ip: Option<String>,
     pub host_ip: String,
@@ -107,6 +109,17 @@ fn container_status(r: &ContainerRecord) -> Value {
     });
     if let Some(i) = &r.current {
         s["containerID"] = json!(format!("containerd://{}", i.id));
+    }
+    s
+}
+
+/// An ephemeral container's status: never ready, and without `started` (upstream's prober
+/// sets it only for regular and init containers).
+fn ephemeral_status(r: &ContainerRecord) -> Value {
+    let mut s = container_status(r);
+    s["ready"] = json!(false);
+    if let Some(m) = s.as_object_mut() {
+        m.remove("started");
     }
     s
 }
@@ -306,6 +319,12 @@ pub fn compute(o: &Observed<'_>) -> Value {
         status.insert("initContainerStatuses".into(), Value::Array(o.init.iter().map(container_status).collect()));
     }
     status.insert("containerStatuses".into(), Value::Array(o.containers.iter().map(container_status).collect()));
+    if !o.ephemeral.is_empty() {
+        status.insert(
+            "ephemeralContainerStatuses".into(),
+            Value::Array(o.ephemeral.iter().map(ephemeral_status).collect()),
+        );
+    }
     if let Some(q) = o.pod.status.as_ref().and_then(|s| s.qos_class.as_ref()) {
         status.insert("qosClass".into(), json!(q));
     }
@@ -346,6 +365,7 @@ mod tests {
             pod: p,
             init: &[],
             containers: c,
+            ephemeral: &[],
             sandbox_ready: true,
             pod_ip: Some("10.42.0.5".into()),
             host_ip: "192.0.2.2".into(),

@@ -51,6 +51,9 @@ struct Worker {
     runtime: HashMap<String, (Option<cri::ContainerStatus>, Option<cri::ContainerStatus>)>,
     /// Why a container is not running, by name.
     waiting: HashMap<String, (String, String)>,
+    /// The last instance seen of each ephemeral container: ephemeral containers run once, so
+    /// one that ran (even in a sandbox since replaced) is never started again.
+    ephemeral_ran: HashMap<String, cri::ContainerStatus>,
     restart_backoff: Backoff,
     pull_backoff: Backoff,
     pull_failed_at: HashMap<String, Instant>,
@@ -79,33 +82,7 @@ pub async fn run(shared: Arc<Shared>, volumes: Arc<VolumeManager>, uid: String, 
 }
 
 async fn run_worker(shared: Arc<Shared>, volumes: Arc<VolumeManager>, uid: String, mut rx: watch::Receiver<Update>) {
-    let (probe_tx, probe_rx) = mpsc::channel(64);
-    let mut w = Worker {
-        shared: shared.clone(),
-        volumes,
-        uid,
-        sandbox: None,
-        prepared: None,
-        volumes_synced_at: None,
-        runtime: HashMap::new(),
-        waiting: HashMap::new(),
-        restart_backoff: Backoff::default(),
-        pull_backoff: Backoff::default(),
-        pull_failed_at: HashMap::new(),
-        exited_seen_at: HashMap::new(),
-        probes: HashMap::new(),
-        probe_results: HashMap::new(),
-        probe_tx,
-        probe_rx,
-        start_time: None,
-        last_status: None,
-        torn_down: false,
-        sandbox_stopped: false,
-        finished: false,
-        sandbox_failed_at: None,
-        host_resolv: std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default(),
-        last_pod: None,
-    };
+    let mut w = Worker::new(shared.clone(), volumes, uid);
     loop {
         let update = rx.borrow_and_update().clone();
         let wake = w.sync(&update).await;
@@ -149,7 +126,8 @@ fn pod_desc(pod: &Pod) -> String {
 
 fn container_ref(pod: &Pod, c: &str) -> ObjectReference {
     let mut r = pod_ref(pod);
-    r.field_path = Some(format!("spec.containers{{{c}}}"));
+    let list = if spec::is_ephemeral(pod, c) { "ephemeralContainers" } else { "containers" };
+    r.field_path = Some(format!("spec.{list}{{{c}}}"));
     r
 }
 
@@ -181,6 +159,37 @@ fn all_containers(pod: &Pod) -> (Vec<Container>, Vec<Container>) {
 }
 
 impl Worker {
+    fn new(shared: Arc<Shared>, volumes: Arc<VolumeManager>, uid: String) -> Worker {
+        let (probe_tx, probe_rx) = mpsc::channel(64);
+        Worker {
+            shared,
+            volumes,
+            uid,
+            sandbox: None,
+            prepared: None,
+            volumes_synced_at: None,
+            runtime: HashMap::new(),
+            waiting: HashMap::new(),
+            ephemeral_ran: HashMap::new(),
+            restart_backoff: Backoff::default(),
+            pull_backoff: Backoff::default(),
+            pull_failed_at: HashMap::new(),
+            exited_seen_at: HashMap::new(),
+            probes: HashMap::new(),
+            probe_results: HashMap::new(),
+            probe_tx,
+            probe_rx,
+            start_time: None,
+            last_status: None,
+            torn_down: false,
+            sandbox_stopped: false,
+            finished: false,
+            sandbox_failed_at: None,
+            host_resolv: std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default(),
+            last_pod: None,
+        }
+    }
+
     fn deleting(pod: &Pod) -> bool {
         pod.metadata.deletion_timestamp.is_some()
     }
@@ -235,6 +244,10 @@ impl Worker {
             return Instant::now() + Duration::from_secs(2);
         }
         self.refresh(&pod).await;
+        // Ephemeral containers first, as upstream: they may debug a pod whose init containers fail.
+        if let Some(w) = self.sync_ephemeral(&pod).await {
+            wake = wake.min(w);
+        }
         let (inits, apps) = all_containers(&pod);
         let restart_policy =
             pod.spec.as_ref().and_then(|s| s.restart_policy.clone()).unwrap_or_else(|| "Always".into());
@@ -499,7 +512,11 @@ impl Worker {
             }
             fresh.insert(name, (cur, prev));
         }
-        let _ = pod;
+        for (c, _) in spec::ephemeral_containers(pod) {
+            if let Some((Some(s), _)) = fresh.get(&c.name) {
+                self.ephemeral_ran.insert(c.name.clone(), s.clone());
+            }
+        }
         self.runtime = fresh;
     }
 
@@ -533,8 +550,56 @@ impl Worker {
         self.start(pod, c, attempt).await
     }
 
+    /// Starts each ephemeral container that never ran, once (restart policy Never, whatever the
+    /// pod's), in the pod's sandbox; one with `targetContainerName` joins that container's process
+    /// namespace, and waits (`CreateContainerConfigError`) while the target is not running.
+    async fn sync_ephemeral(&mut self, pod: &Pod) -> Option<Instant> {
+        let mut wake: Option<Instant> = None;
+        for (c, target) in spec::ephemeral_containers(pod) {
+            if self.ephemeral_ran.contains_key(&c.name) {
+                continue;
+            }
+            let target_id = match target {
+                None => None,
+                Some(t) => match self.runtime.get(&t) {
+                    Some((Some(s), _)) if is_state(s, cri::ContainerState::ContainerRunning) => Some(s.id.clone()),
+                    _ => {
+                        let msg = format!("unable to find target container {t}");
+                        if self.waiting.get(&c.name).map(|w| w.1.as_str()) != Some(msg.as_str()) {
+                            self.shared.event(
+                                &container_ref(pod, &c.name),
+                                Warning,
+                                "Failed",
+                                &format!("Error: {msg}"),
+                            );
+                        }
+                        self.waiting.insert(c.name.clone(), ("CreateContainerConfigError".into(), msg));
+                        let retry = Instant::now() + Duration::from_secs(1);
+                        wake = Some(wake.map_or(retry, |w| w.min(retry)));
+                        continue;
+                    }
+                },
+            };
+            if let Some(w) = self.start_instance(pod, &c, 0, target_id.as_deref()).await {
+                wake = Some(wake.map_or(w, |x| x.min(w)));
+            }
+        }
+        wake
+    }
+
     /// Pulls the image if needed, creates and starts one container instance.
     async fn start(&mut self, pod: &Pod, c: &Container, attempt: u32) -> Option<Instant> {
+        self.start_instance(pod, c, attempt, None).await
+    }
+
+    /// [`Self::start`], in the process namespace of the container `target_id` if given.
+    async fn start_instance(
+        &mut self,
+        pod: &Pod,
+        c: &Container,
+        attempt: u32,
+        target_id: Option<&str>,
+    ) -> Option<Instant> {
         let image = c.image.clone().unwrap_or_default();
         let policy = c.image_pull_policy.clone().unwrap_or_else(|| "IfNotPresent".into());
         let pull_key = format!("{}/{}/{}", self.uid, c.name, image);
@@ -601,7 +666,7 @@ impl Worker {
         };
         mounts.extend(self.pod_mounts(pod, c, attempt));
         let Some(sb) = &self.sandbox else { return Some(Instant::now()) };
-        let config = spec::container_config(
+        let mut config = spec::container_config(
             pod,
             c,
             spec::ContainerInputs {
@@ -612,6 +677,9 @@ impl Worker {
                 memory_capacity: crate::host::memory_capacity_bytes(),
             },
         );
+        if let Some(t) = target_id {
+            spec::target_pid_namespace(&mut config, t);
+        }
         let sandbox_config = spec::sandbox_config(&self.shared.config, pod, sb.attempt, &self.host_resolv);
         let rt = self.shared.runtime.clone();
         let slot = self.shared.start_slots.acquire().await;
@@ -834,8 +902,9 @@ impl Worker {
 
     async fn kill_containers(&mut self, pod: &Pod, grace: i64) {
         let (inits, apps) = all_containers(pod);
+        let ephemeral: Vec<Container> = spec::ephemeral_containers(pod).into_iter().map(|(c, _)| c).collect();
         let mut stops = Vec::new();
-        for c in apps.iter().chain(inits.iter()) {
+        for c in ephemeral.iter().chain(apps.iter()).chain(inits.iter()) {
             self.stop_probes(&c.name);
             if let Some((Some(s), _)) = self.runtime.get(&c.name) {
                 if is_state(s, cri::ContainerState::ContainerRunning)
@@ -959,7 +1028,12 @@ impl Worker {
         containers
             .iter()
             .map(|c| {
-                let (cur, prev) = self.runtime.get(&c.name).cloned().unwrap_or((None, None));
+                let (cur, prev) = self
+                    .runtime
+                    .get(&c.name)
+                    .cloned()
+                    .or_else(|| self.ephemeral_ran.get(&c.name).map(|s| (Some(s.clone()), None)))
+                    .unwrap_or((None, None));
                 let cur_i = cur.as_ref().map(|s| self.instance_of(c, s));
                 let running = cur_i.as_ref().is_some_and(|i| i.state == InstanceState::Running);
                 let id = cur.as_ref().map(|s| s.id.clone()).unwrap_or_default();
@@ -993,11 +1067,14 @@ impl Worker {
         let (inits, apps) = all_containers(pod);
         let init = self.records(&inits);
         let containers = self.records(&apps);
+        let ephemeral_specs: Vec<Container> = spec::ephemeral_containers(pod).into_iter().map(|(c, _)| c).collect();
+        let ephemeral = self.records(&ephemeral_specs);
         let sandbox_ready = self.sandbox.is_some() && !self.torn_down && !self.sandbox_stopped;
         let observed = status::Observed {
             pod,
             init: &init,
             containers: &containers,
+            ephemeral: &ephemeral,
             sandbox_ready,
             pod_ip: if spec::host_network(pod) {
                 Some(self.shared.config.node_ip.to_string())
@@ -1066,3 +1143,6 @@ pub async fn remove_orphans(shared: Arc<Shared>, volumes: Arc<VolumeManager>, kn
         let _ = std::fs::remove_dir_all(shared.config.root_dir.join("pods").join(&uid));
     }
 }
+
+#[cfg(test)]
+mod tests;
