@@ -112,6 +112,8 @@ impl Harness {
             pulls: crate::images::PullCoordinator::default(),
             start_slots: tokio::sync::Semaphore::new(4),
             kubelet_port: std::sync::atomic::AtomicU16::new(0),
+            runtime_state: std::sync::Mutex::new(crate::runtime_state::RuntimeState::default()),
+            ready_transition: std::sync::Mutex::new((String::new(), String::new())),
         });
         let volumes = Arc::new(VolumeManager::new(dir.path().join("kubelet").join("pods")));
         let worker = Worker::new(shared, volumes, "uid-web".into());
