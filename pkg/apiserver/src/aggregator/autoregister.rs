@@ -86,8 +86,13 @@ fn leave_alone(existing: &Value, wanted: &Value) -> bool {
 
 /// Creates, repairs and prunes the server's own APIServices.
 pub async fn register_local(registry: &Registry) {
+    reconcile(registry, desired(), "onstart").await;
+}
+
+/// Creates the `wanted` APIServices, repairs their specs, and deletes the ones labelled
+/// `automanaged: <managed>` that are no longer wanted (upstream's autoregister controller).
+async fn reconcile(registry: &Registry, wanted: Vec<Value>, managed: &str) {
     let Some(info) = k1s_api::resources::find("apiregistration.k8s.io", "v1", "apiservices") else { return };
-    let wanted = desired();
     for obj in &wanted {
         let name = crate::object::name(obj).to_string();
         let outcome = match registry.get(info, None, &name) {
@@ -103,22 +108,19 @@ pub async fn register_local(registry: &Registry) {
             Ok(()) => {}
             // Written meanwhile: the change wakes the next round.
             Err(e) if e.code == 409 => {}
-            Err(e) => tracing::error!(apiservice = %name, error = %e.message, "registering a local APIService failed"),
+            Err(e) => tracing::error!(apiservice = %name, error = %e.message, "registering an APIService failed"),
         }
     }
     let names: Vec<&str> = wanted.iter().map(crate::object::name).collect();
     let Ok(page) = registry.list(info, None, &ListOptions::default()) else { return };
     for existing in page.items {
         let name = crate::object::name(&existing);
-        let ours =
-            existing.pointer("/metadata/labels").and_then(|l| l.get(AUTOMANAGED_LABEL)) == Some(&json!("onstart"));
+        let ours = existing.pointer("/metadata/labels").and_then(|l| l.get(AUTOMANAGED_LABEL)) == Some(&json!(managed));
         if ours && !names.contains(&name) {
             match registry.server_delete(info, name).await {
                 Ok(()) => {}
                 Err(e) if e.code == 404 => {}
-                Err(e) => {
-                    tracing::warn!(apiservice = %name, error = %e.message, "removing a stale local APIService failed")
-                }
+                Err(e) => tracing::warn!(apiservice = %name, error = %e.message, "removing a stale APIService failed"),
             }
         }
     }
@@ -149,38 +151,7 @@ pub fn desired_custom(registry: &Registry) -> Vec<Value> {
 /// Keeps the custom group-versions' APIServices: created, repaired, and deleted with the last
 /// definition serving them.
 pub async fn register_custom(registry: &Registry) {
-    let Some(info) = k1s_api::resources::find("apiregistration.k8s.io", "v1", "apiservices") else { return };
-    let wanted = desired_custom(registry);
-    for obj in &wanted {
-        let name = crate::object::name(obj).to_string();
-        let outcome = match registry.get(info, None, &name) {
-            Err(e) if e.code == 404 => registry.ensure(info, obj.clone()).await,
-            Err(e) => Err(e),
-            Ok(existing) if leave_alone(&existing, obj) => Ok(()),
-            Ok(mut existing) => {
-                existing["spec"] = obj["spec"].clone();
-                registry.server_update(info, existing).await
-            }
-        };
-        match outcome {
-            Ok(()) => {}
-            Err(e) if e.code == 409 => {}
-            Err(e) => tracing::warn!(apiservice = %name, error = %e.message, "registering a custom APIService failed"),
-        }
-    }
-    let names: Vec<&str> = wanted.iter().map(crate::object::name).collect();
-    let Ok(page) = registry.list(info, None, &ListOptions::default()) else { return };
-    for existing in page.items {
-        let name = crate::object::name(&existing);
-        let ours = existing.pointer("/metadata/labels").and_then(|l| l.get(AUTOMANAGED_LABEL)) == Some(&json!("true"));
-        if ours && !names.contains(&name) {
-            match registry.server_delete(info, name).await {
-                Ok(()) => {}
-                Err(e) if e.code == 404 => {}
-                Err(e) => tracing::warn!(apiservice = %name, error = %e.message, "removing a custom APIService failed"),
-            }
-        }
-    }
+    reconcile(registry, desired_custom(registry), "true").await;
 }
 
 /// The `extension-apiserver-authentication` ConfigMap's data, as kube-apiserver publishes it.
