@@ -3,9 +3,6 @@
 
 use crate::handler::{self, State};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::WebPkiClientVerifier;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -31,28 +28,9 @@ pub struct TlsMaterial {
 }
 
 pub fn tls_config(m: &TlsMaterial) -> Result<rustls::ServerConfig, ServeError> {
-    let tls = |what, e: &dyn std::fmt::Display| ServeError::Tls { what, message: e.to_string() };
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(m.ca_pem.as_bytes()) {
-        roots.add(c.map_err(|e| tls("ca", &e))?).map_err(|e| tls("ca", &e))?;
-    }
-    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-        .allow_unauthenticated()
-        .build()
-        .map_err(|e| tls("client verifier", &e))?;
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(m.cert_pem.as_bytes())
-        .collect::<Result<_, _>>()
-        .map_err(|e| tls("serving certificate", &e))?;
-    let key = PrivateKeyDer::from_pem_slice(m.key_pem.as_bytes()).map_err(|e| tls("serving key", &e))?;
-    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| tls("protocol versions", &e))?
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(chain, key)
-        .map_err(|e| tls("serving certificate", &e))?;
-    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(cfg)
+    let material =
+        k1s_pki::ServingMaterial { ca_pem: m.ca_pem.clone(), cert_pem: m.cert_pem.clone(), key_pem: m.key_pem.clone() };
+    k1s_pki::server_config(&material).map_err(|e| ServeError::Tls { what: e.what, message: e.message })
 }
 
 pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {

@@ -5,6 +5,10 @@
 //! certificate is re-issued when the requested SANs change. It must never depend on the API
 //! server or the store.
 
+mod serving;
+
+pub use serving::{server_config, ServingError, ServingMaterial};
+
 use base64::Engine as _;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,

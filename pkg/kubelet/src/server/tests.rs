@@ -4,6 +4,8 @@
 use super::*;
 use http_body_util::Empty;
 use k1s_cri::FakeRuntime;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::collections::HashMap;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -1,0 +1,77 @@
+//! The TLS configuration of k1s's HTTPS servers (the API server and the kubelet): one serving
+//! certificate, client certificates verified against the cluster CA but not required, since an
+//! unauthenticated client gets through the handshake and then a 401 (or a bearer token checked
+//! by the server), as upstream's servers do. ALPN offers HTTP/2 first.
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use std::sync::Arc;
+
+/// PEM material a server listens with.
+#[derive(Clone, Debug)]
+pub struct ServingMaterial {
+    /// The CA that client certificates must chain to.
+    pub ca_pem: String,
+    /// The serving certificate chain.
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+/// A part of the material that rustls refused.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid TLS material ({what}): {message}")]
+pub struct ServingError {
+    /// Which part: `ca`, `client verifier`, `serving certificate`, `serving key`, `protocol versions`.
+    pub what: &'static str,
+    pub message: String,
+}
+
+/// The rustls server configuration for `m`.
+pub fn server_config(m: &ServingMaterial) -> Result<rustls::ServerConfig, ServingError> {
+    let tls = |what, e: &dyn std::fmt::Display| ServingError { what, message: e.to_string() };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(m.ca_pem.as_bytes()) {
+        roots.add(c.map_err(|e| tls("ca", &e))?).map_err(|e| tls("ca", &e))?;
+    }
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| tls("client verifier", &e))?;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(m.cert_pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|e| tls("serving certificate", &e))?;
+    let key = PrivateKeyDer::from_pem_slice(m.key_pem.as_bytes()).map_err(|e| tls("serving key", &e))?;
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls("protocol versions", &e))?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .map_err(|e| tls("serving certificate", &e))?;
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_generated_serving_pair_makes_an_h2_first_config_and_garbage_names_its_part() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pki = crate::Pki::ensure(dir.path(), &["127.0.0.1".to_owned()]).expect("pki");
+        let m = ServingMaterial {
+            ca_pem: pki.ca.cert_pem.clone(),
+            cert_pem: pki.serving.cert_pem.clone(),
+            key_pem: pki.serving.key_pem.clone(),
+        };
+        let cfg = server_config(&m).expect("config");
+        assert_eq!(cfg.alpn_protocols, vec![b"h2".to_vec(), b"http/1.1".to_vec()]);
+
+        let bad_key = ServingMaterial { key_pem: "not a key".into(), ..m.clone() };
+        assert_eq!(server_config(&bad_key).expect_err("bad key").what, "serving key");
+        let no_ca = ServingMaterial { ca_pem: String::new(), ..m };
+        assert_eq!(server_config(&no_ca).expect_err("no roots").what, "client verifier");
+    }
+}
