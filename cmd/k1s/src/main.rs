@@ -193,7 +193,7 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
         cluster_dns: a.cluster_dns,
         cluster_domain: a.cluster_domain,
         disable_agent: a.disable_agent,
-        disable: a.disable,
+        disable: k1s_server::Disabled::parse(&a.disable)?,
         node_ip: match a.node_ip {
             Some(ip) => ip,
             None => k1s_server::detect_node_ip().unwrap_or(IpAddr::from([127, 0, 0, 1])),
@@ -281,7 +281,8 @@ fn main() -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::log_colour;
+    use super::{log_colour, server_config, Cli, Command};
+    use clap::Parser as _;
 
     #[test]
     fn logs_are_coloured_only_on_a_terminal_without_no_color() {
@@ -289,5 +290,19 @@ mod tests {
         assert!(log_colour(true, Some("".into())));
         assert!(!log_colour(true, Some("1".into())));
         assert!(!log_colour(false, None), "the journal and log files get no escape codes");
+    }
+
+    #[test]
+    fn disable_takes_components_and_controllers_and_refuses_unknown_names() {
+        let args = |disable: &str| {
+            let cli = Cli::try_parse_from(["k1s", "server", disable]).expect("parse");
+            let Command::Server(a) = cli.command else { panic!("not server") };
+            server_config(*a)
+        };
+        let cfg = args("--disable=dns,cronjob").expect("known names");
+        assert!(cfg.disable.contains(k1s_server::Component::Dns));
+        assert_eq!(cfg.disable.controllers(), vec!["cronjob".to_owned()]);
+        let err = args("--disable=traefik").expect_err("unknown name").to_string();
+        assert!(err.starts_with("--disable: unknown component \"traefik\""), "{err}");
     }
 }

@@ -33,10 +33,11 @@ pub struct Context {
     pub root_ca_pem: String,
 }
 
-/// Starts every controller not listed in `disabled`; returns when `cancel` fires.
-pub async fn run(ctx: Arc<Context>, disabled: &[String]) {
-    type Start = fn(Arc<Context>) -> futures::future::BoxFuture<'static, ()>;
-    let all: Vec<(&str, Start)> = vec![
+type Start = fn(Arc<Context>) -> futures::future::BoxFuture<'static, ()>;
+
+/// Every controller by the name `--disable` knows it by (upstream's `--controllers` names).
+fn all() -> [(&'static str, Start); 15] {
+    [
         ("namespace", |c| Box::pin(namespace::run(c))),
         ("serviceaccount", |c| Box::pin(service_account::run(c))),
         ("garbagecollector", |c| Box::pin(garbage_collector::run(c))),
@@ -52,16 +53,38 @@ pub async fn run(ctx: Arc<Context>, disabled: &[String]) {
         ("disruption", |c| Box::pin(disruption::run(c))),
         ("clusterrole-aggregation", |c| Box::pin(clusterrole_aggregation::run(c))),
         ("persistentvolume-binder", |c| Box::pin(persistent_volume::run(c))),
-    ];
-    let mut tasks = Vec::new();
-    for (name, start) in all {
+    ]
+}
+
+/// The names of all controllers, for validating `--disable`.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    all().into_iter().map(|(name, _)| name)
+}
+
+/// Starts every controller not listed in `disabled`; returns when `cancel` fires.
+pub async fn run(ctx: Arc<Context>, disabled: &[String]) {
+    let mut running = tokio::task::JoinSet::new();
+    for (name, start) in all() {
         if disabled.iter().any(|d| d == name) {
             continue;
         }
         tracing::info!(controller = name, "starting controller");
-        tasks.push(tokio::spawn(start(ctx.clone())));
+        let task = start(ctx.clone());
+        running.spawn(async move {
+            task.await;
+            name
+        });
     }
-    for t in tasks {
-        let _ = t.await;
+    // A controller that ends before shutdown (or panics) ends them all: the server's supervisor
+    // then stops the process rather than run with a controller missing.
+    while let Some(done) = running.join_next().await {
+        if ctx.cancel.is_cancelled() {
+            continue;
+        }
+        match done {
+            Ok(name) => tracing::error!(controller = name, "controller stopped before shutdown"),
+            Err(e) => tracing::error!(error = %e, "controller failed"),
+        }
+        return;
     }
 }

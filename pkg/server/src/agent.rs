@@ -1,7 +1,7 @@
 //! The node half of `k1s server`: containerd (supervised, or an existing one), the CNI
 //! config, registry hosts, and the kubelet with the node's own identity.
 
-use crate::{component_client, Component, Config, Identity, ServerError};
+use crate::{component_client, Config, Identity, Running, ServerError};
 use k1s_kubelet::containerd::{ensure_shared_mount, ContainerdConfig, HostFacts, Supervisor, SupervisorConfig};
 use k1s_kubelet::registries::Registries;
 use k1s_pki::Pki;
@@ -37,7 +37,7 @@ pub async fn start(
     cred_dir: &Path,
     api_url: &str,
     cancel: CancellationToken,
-) -> Result<Vec<Component>, ServerError> {
+) -> Result<Vec<Running>, ServerError> {
     let mut tasks = Vec::new();
     let mut registries = Registries::load(&config.registries_config).map_err(AgentError::from)?;
     registries.add_plain_http_registry(LOCAL_REGISTRY);
@@ -51,7 +51,7 @@ pub async fn start(
             let mut cc = ContainerdConfig::new(&config.data_dir, &config.run_dir, config.pause_image.clone(), facts);
             cc.registry_auths = registries.containerd_auths();
             // With the (IPv4) proxy running, pod egress is masqueraded by one rule in its table.
-            let ip_masq = crate::disabled(config, "proxy") || config.cluster_cidr.contains(':');
+            let ip_masq = crate::disabled(config, crate::Component::Proxy) || config.cluster_cidr.contains(':');
             k1s_kubelet::cni::write_conflist(&cc.cni_conf_dir, &config.cluster_cidr, "cni0", None, ip_masq)
                 .map_err(AgentError::from)?;
             registries.write_hosts_dir(&cc.registry_config_dir).map_err(AgentError::from)?;
@@ -62,7 +62,7 @@ pub async fn start(
                 .await
                 .map_err(AgentError::from)?;
             let ep = format!("unix://{}", handle.socket().display());
-            tasks.push(Component::spawn("containerd's supervision", async move {
+            tasks.push(Running::spawn("containerd's supervision", async move {
                 if let Err(e) = handle.join().await {
                     tracing::error!(error = %e, "containerd supervision ended");
                 }
@@ -111,7 +111,7 @@ pub async fn start(
     };
     let cancel_k = cancel.clone();
     let images = runtime.clone();
-    tasks.push(Component::spawn("the kubelet", async move {
+    tasks.push(Running::spawn("the kubelet", async move {
         if let Err(e) = k1s_kubelet::run(kubelet_config, client, runtime, images, cancel_k).await {
             tracing::error!(error = %e, "kubelet stopped");
         }

@@ -4,6 +4,9 @@
 //! It never parses command lines (that is the binary's job) and holds no global state.
 
 mod agent;
+mod components;
+
+pub use components::{Component, Disabled, UnknownComponent};
 
 use k1s_apiserver::TlsMaterial;
 use k1s_pki::Pki;
@@ -30,7 +33,8 @@ pub struct Config {
     pub cluster_dns: IpAddr,
     pub cluster_domain: String,
     pub disable_agent: bool,
-    pub disable: Vec<String>,
+    /// Components and single controllers `--disable` turned off.
+    pub disable: Disabled,
     /// CRI endpoint of an existing containerd; `None` runs and supervises our own.
     pub container_runtime_endpoint: Option<String>,
     pub pause_image: String,
@@ -71,16 +75,16 @@ pub enum ServerError {
     ComponentStopped { component: &'static str },
 }
 
-/// A part of k1s that runs until the server is cancelled: the API server, the controllers, the
+/// A running part of k1s that lasts until the server is cancelled: the API server, the controllers, the
 /// scheduler, containerd's supervision, the kubelet, the proxy, the cluster DNS.
-pub struct Component {
+pub struct Running {
     pub name: &'static str,
     pub task: tokio::task::JoinHandle<()>,
 }
 
-impl Component {
-    fn spawn(name: &'static str, f: impl std::future::Future<Output = ()> + Send + 'static) -> Component {
-        Component { name, task: tokio::spawn(f) }
+impl Running {
+    fn spawn(name: &'static str, f: impl std::future::Future<Output = ()> + Send + 'static) -> Running {
+        Running { name, task: tokio::spawn(f) }
     }
 }
 
@@ -89,7 +93,7 @@ impl Component {
 /// registers its node; pods stay Pending): the others are cancelled and its name is returned, so
 /// the process exits non-zero and its supervisor (systemd's `Restart=always`) starts it again.
 pub async fn supervise(
-    components: Vec<Component>,
+    components: Vec<Running>,
     cancel: &CancellationToken,
     grace: Duration,
 ) -> Result<(), ServerError> {
@@ -228,7 +232,7 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     let compactor = tokio::spawn(compact_periodically(store.clone(), config.compaction_interval, cancel.clone()));
     let api_url = format!("https://127.0.0.1:{port}");
     let mut components = start_components(&config, &pki, &server_dir, &api_url, cancel.clone()).await?;
-    components.push(Component { name: "the API server", task: api.task });
+    components.push(Running { name: "the API server", task: api.task });
     let result = supervise(components, &cancel, Duration::from_secs(10)).await;
     tracing::info!("shutting down");
     let _ = compactor.await;
@@ -257,8 +261,8 @@ async fn component_client(
     Ok(k1s_runtime::connect(&path, &k1s_runtime::user_agent(id.agent)).await?)
 }
 
-fn disabled(config: &Config, name: &str) -> bool {
-    config.disable.iter().any(|d| d == name)
+fn disabled(config: &Config, c: Component) -> bool {
+    config.disable.contains(c)
 }
 
 /// Starts the controllers and the scheduler, each as its own API client.
@@ -268,11 +272,11 @@ async fn start_components(
     server_dir: &std::path::Path,
     api_url: &str,
     cancel: CancellationToken,
-) -> Result<Vec<Component>, ServerError> {
+) -> Result<Vec<Running>, ServerError> {
     let cred = server_dir.join("cred");
     std::fs::create_dir_all(&cred).map_err(|source| ServerError::DataDir { path: cred.clone(), source })?;
     let mut tasks = Vec::new();
-    if !disabled(config, "controllers") {
+    if !disabled(config, Component::Controllers) {
         let client = component_client(
             pki,
             &cred,
@@ -291,10 +295,10 @@ async fn start_components(
             cancel: cancel.clone(),
             root_ca_pem: pki.ca.cert_pem.clone(),
         });
-        let off = config.disable.clone();
-        tasks.push(Component::spawn("the controllers", async move { k1s_controllers::run(ctx, &off).await }));
+        let off = config.disable.controllers();
+        tasks.push(Running::spawn("the controllers", async move { k1s_controllers::run(ctx, &off).await }));
     }
-    if !disabled(config, "scheduler") {
+    if !disabled(config, Component::Scheduler) {
         let client = component_client(
             pki,
             &cred,
@@ -302,11 +306,11 @@ async fn start_components(
             Identity { file: "scheduler", cn: "system:kube-scheduler", orgs: &[], agent: "kube-scheduler" },
         )
         .await?;
-        tasks.push(Component::spawn("the scheduler", k1s_scheduler::run(client, cancel.clone())));
+        tasks.push(Running::spawn("the scheduler", k1s_scheduler::run(client, cancel.clone())));
     }
     if !config.disable_agent {
         tasks.extend(agent::start(config, pki, &cred, api_url, cancel.clone()).await?);
-        if !disabled(config, "proxy") {
+        if !disabled(config, Component::Proxy) {
             let client = component_client(
                 pki,
                 &cred,
@@ -323,9 +327,9 @@ async fn start_components(
             let proxy =
                 k1s_proxy::ProxyConfig::new(&config.node_name, &ips, &config.cluster_cidr, &config.service_cidr)
                     .map_err(ServerError::Proxy)?;
-            tasks.push(Component::spawn("the service proxy", k1s_proxy::run(client, proxy, cancel.clone())));
+            tasks.push(Running::spawn("the service proxy", k1s_proxy::run(client, proxy, cancel.clone())));
         }
-        if !disabled(config, "dns") {
+        if !disabled(config, Component::Dns) {
             let client = component_client(
                 pki,
                 &cred,
@@ -338,7 +342,7 @@ async fn start_components(
                 dns.upstream = up.clone();
             }
             let cancel = cancel.clone();
-            tasks.push(Component::spawn("the cluster DNS", async move {
+            tasks.push(Running::spawn("the cluster DNS", async move {
                 if let Err(e) = k1s_dns::run(client, dns, cancel).await {
                     tracing::error!(error = %e, "cluster DNS failed");
                 }
@@ -390,10 +394,8 @@ mod tests {
     #[tokio::test]
     async fn a_component_that_stops_stops_the_server_with_its_name() {
         let cancel = CancellationToken::new();
-        let components = vec![
-            Component::spawn("the API server", until_cancelled(&cancel)),
-            Component::spawn("the kubelet", async {}),
-        ];
+        let components =
+            vec![Running::spawn("the API server", until_cancelled(&cancel)), Running::spawn("the kubelet", async {})];
         let r = supervise(components, &cancel, Duration::from_secs(5)).await;
         assert!(matches!(r, Err(ServerError::ComponentStopped { component: "the kubelet" })), "{r:?}");
         assert!(cancel.is_cancelled(), "the other components are told to stop");
@@ -403,8 +405,8 @@ mod tests {
     async fn cancelling_stops_every_component_without_an_error() {
         let cancel = CancellationToken::new();
         let components = vec![
-            Component::spawn("the API server", until_cancelled(&cancel)),
-            Component::spawn("the kubelet", until_cancelled(&cancel)),
+            Running::spawn("the API server", until_cancelled(&cancel)),
+            Running::spawn("the kubelet", until_cancelled(&cancel)),
         ];
         let c = cancel.clone();
         tokio::spawn(async move {
