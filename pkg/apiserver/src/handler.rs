@@ -40,13 +40,13 @@ pub struct State {
     pub ready: AtomicBool,
     pub bookmark_interval: Duration,
     /// How the API server reaches kubelets (`pods/log`, `exec`, `attach`, `portforward`).
-    pub kubelet: Option<Arc<crate::proxy::KubeletClient>>,
+    pub kubelet: Option<Arc<crate::kubelet_proxy::KubeletClient>>,
     /// ServiceAccount token issuing and validation.
     pub tokens: Arc<crate::serviceaccount::Tokens>,
     /// RBAC, also for the rules a SelfSubjectRulesReview lists.
     pub rbac: Arc<crate::rbac::RbacAuthorizer>,
     /// The kubelet scrapes behind `metrics.k8s.io`.
-    pub metrics: crate::metrics::Cache,
+    pub metrics_api: crate::metrics_api::Cache,
     /// The request counters `/metrics` serves.
     pub monitoring: crate::monitoring::Monitoring,
     /// APIServices: which group-versions other servers serve, and the proxy to them.
@@ -275,7 +275,7 @@ fn non_resource(state: &State, method: &Method, path: &str, query: &Query, heade
                         state.aggregator.merge_aggregated(&mut doc);
                     }
                     let body = serde_json::to_vec(&doc).unwrap_or_default();
-                    let etag = format!("\"{:X}\"", fxhash(&body));
+                    let etag = format!("\"{:X}\"", fnv1a(&body));
                     if header_str(headers, header::IF_NONE_MATCH) == etag {
                         let mut r = Response::new(full(Bytes::new()));
                         *r.status_mut() = StatusCode::NOT_MODIFIED;
@@ -392,8 +392,8 @@ fn non_resource(state: &State, method: &Method, path: &str, query: &Query, heade
     }
 }
 
-/// FNV-1a, for ETags of small generated documents.
-fn fxhash(b: &[u8]) -> u64 {
+/// FNV-1a (64-bit), for ETags of small generated documents.
+fn fnv1a(b: &[u8]) -> u64 {
     b.iter().fold(0xcbf29ce484222325u64, |h, x| (h ^ *x as u64).wrapping_mul(0x100000001b3))
 }
 
@@ -590,7 +590,7 @@ async fn resource_request(
     }
     if res.backing == Backing::Virtual {
         if res.group == k1s_api::metrics::GROUP {
-            return crate::metrics::handle(state, res, info, &list_options(query)?).await;
+            return crate::metrics_api::handle(state, res, info, &list_options(query)?).await;
         }
         return crate::virtual_resources::handle(state, req, res, info, user).await;
     }
@@ -631,9 +631,9 @@ async fn resource_request(
             return crate::serviceaccount::token_request::create(state, req, info).await;
         }
         Some("log" | "exec" | "attach" | "portforward") => {
-            return crate::proxy::handle(state, req, info, query).await;
+            return crate::kubelet_proxy::handle(state, req, info, query).await;
         }
-        Some("proxy") => return crate::proxy::proxy(state, req, info).await,
+        Some("proxy") => return crate::kubelet_proxy::proxy(state, req, info).await,
         Some(other) => {
             return Err(ApiError::new(
                 503,

@@ -299,7 +299,7 @@ impl Aggregator {
             .map_err(|e| ApiError::service_unavailable(e.to_string()))?;
         let method = req.method().clone();
         let uri = req.uri().path_and_query().map_or_else(|| req.uri().path().to_string(), |pq| pq.as_str().to_string());
-        let mut headers = crate::proxy::forwarded_headers(req.headers());
+        let mut headers = crate::kubelet_proxy::forwarded_headers(req.headers());
         let (_, body) = crate::handler::read_request_body(req).await?;
         set_identity_headers(&mut headers, user);
         let trust = if remote.insecure { client::Trust::Insecure } else { client::Trust::Bundle(&remote.ca_bundle) };
@@ -318,7 +318,7 @@ impl Aggregator {
             tracing::debug!(apiservice = %remote.name, error = %e, "proxying to an aggregated API failed");
             ApiError::service_unavailable(format!("error trying to reach service: {e}"))
         })?;
-        Ok(crate::proxy::relay_response(resp))
+        Ok(crate::kubelet_proxy::relay_response(resp))
     }
 
     /// `GET <discovery path>` as the aggregator itself (upstream's availability check and

@@ -172,7 +172,8 @@ pub struct Cache {
 async fn scrape(state: &State, node: &Value) -> Result<Scrape, ApiError> {
     let unavailable = |msg: String| ApiError::new(503, "ServiceUnavailable", msg);
     let client = state.kubelet.as_ref().ok_or_else(|| unavailable("the API server has no kubelet client".into()))?;
-    let target = crate::proxy::target_of(node).ok_or_else(|| unavailable("the node has no usable address".into()))?;
+    let target =
+        crate::kubelet_proxy::target_of(node).ok_or_else(|| unavailable("the node has no usable address".into()))?;
     let resp = client
         .send(&target, Method::GET, "/metrics/resource", HeaderMap::new())
         .await
@@ -189,7 +190,7 @@ async fn scrape(state: &State, node: &Value) -> Result<Scrape, ApiError> {
 /// [`RESOLUTION`].
 async fn scrapes(state: &State, node: &Value) -> Result<(Scrape, Scrape), ApiError> {
     let name = node.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
-    let mut nodes = state.metrics.nodes.lock().await;
+    let mut nodes = state.metrics_api.nodes.lock().await;
     let kept = nodes.entry(name).or_default();
     kept.retain(|(at, _)| at.elapsed() < STALE);
     if kept.last().is_none_or(|(at, _)| at.elapsed() >= RESOLUTION) {

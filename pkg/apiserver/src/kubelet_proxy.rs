@@ -1,4 +1,5 @@
-//! Pod subresources the node's kubelet serves: `pods/log`, `pods/exec`, `pods/attach` and
+//! The API server's own proxying (not the `k1s-proxy` crate, which programs nftables for
+//! Services). Pod subresources the node's kubelet serves: `pods/log`, `pods/exec`, `pods/attach` and
 //! `pods/portforward`. The API server looks up the pod and its node, checks what upstream
 //! checks (container name, node assignment, log options), then talks to the kubelet over HTTPS
 //! with its kubelet client certificate:
