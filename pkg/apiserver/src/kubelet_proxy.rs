@@ -27,8 +27,8 @@ mod websocket;
 pub(crate) use backend::{forwarded_headers, relay as relay_response};
 pub use kubelet::{KubeletClientConfig, KubeletClientError, KubeletTarget};
 
+use crate::endpoints::{Body, State};
 use crate::error::ApiError;
-use crate::handler::{Body, State};
 use crate::request::{Query, RequestInfo};
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};

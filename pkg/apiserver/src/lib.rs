@@ -14,6 +14,7 @@ pub mod auth;
 mod custom_resources;
 mod discovery;
 mod disruption;
+mod endpoints;
 pub mod error;
 mod handler;
 mod kubelet_proxy;
@@ -132,7 +133,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     registry.custom.refresh(&registry.store);
     let aggregator = aggregator::Aggregator::new(config.store.clone(), config.front_proxy.as_ref())
         .map_err(|e| ServeError::Tls { what: "front proxy client", message: e.to_string() })?;
-    let state = Arc::new(handler::State {
+    let state = Arc::new(endpoints::State {
         registry: registry.clone(),
         authn: Box::new(auth::UnionAuthenticator(vec![
             Box::new(auth::X509Authenticator),

@@ -7,8 +7,9 @@
 //! second scrape is taken a second after the first, so the first `kubectl top` answers at once
 //! instead of "metrics not available yet".
 
+use crate::endpoints::reply::respond_json;
+use crate::endpoints::{Body, State};
 use crate::error::ApiError;
-use crate::handler::{respond_json, Body, State};
 use crate::registry::{builtin, ListOptions};
 use crate::request::RequestInfo;
 use http::{HeaderMap, Method, Response, StatusCode};

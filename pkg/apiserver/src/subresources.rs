@@ -1,8 +1,10 @@
 //! Subresources with their own shapes: `scale` (autoscaling/v1 Scale), `binding` (the
 //! scheduler's writes of `spec.nodeName`) and `eviction` (policy/v1 Eviction).
 
+use crate::endpoints::body::{decode_body, read_request_body};
+use crate::endpoints::reply::respond_json;
+use crate::endpoints::{Body, State};
 use crate::error::ApiError;
-use crate::handler::{decode_body, read_request_body, respond_json, Body, State};
 use crate::object;
 use crate::registry::{Ctx, DeleteOptions, PatchType};
 use crate::request::{Query, RequestInfo};

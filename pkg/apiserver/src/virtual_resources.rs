@@ -2,8 +2,10 @@
 //! `bindings`.
 
 use crate::auth::{Attributes, Decision, UserInfo};
+use crate::endpoints::body::{decode_body, read_request_body};
+use crate::endpoints::reply::respond_json;
+use crate::endpoints::{Body, State};
 use crate::error::ApiError;
-use crate::handler::{decode_body, read_request_body, respond_json, Body, State};
 use crate::registry::{Ctx, FieldValidation};
 use crate::request::RequestInfo;
 use http::{Method, Request, Response, StatusCode};

@@ -19,8 +19,8 @@ pub mod client;
 pub mod discovery;
 
 use crate::auth::UserInfo;
+use crate::endpoints::Body;
 use crate::error::ApiError;
-use crate::handler::Body;
 use crate::registry::Registry;
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Request, Response};
@@ -282,7 +282,7 @@ impl Aggregator {
     pub async fn proxy(&self, req: Request<Incoming>, user: &UserInfo, remote: &Remote) -> Response<Body> {
         match self.forward(req, user, remote).await {
             Ok(r) => r,
-            Err(e) => crate::handler::error_response(&e),
+            Err(e) => crate::endpoints::reply::error_response(&e),
         }
     }
 
@@ -300,7 +300,7 @@ impl Aggregator {
         let method = req.method().clone();
         let uri = req.uri().path_and_query().map_or_else(|| req.uri().path().to_string(), |pq| pq.as_str().to_string());
         let mut headers = crate::kubelet_proxy::forwarded_headers(req.headers());
-        let (_, body) = crate::handler::read_request_body(req).await?;
+        let (_, body) = crate::endpoints::body::read_request_body(req).await?;
         set_identity_headers(&mut headers, user);
         let trust = if remote.insecure { client::Trust::Insecure } else { client::Trust::Bundle(&remote.ca_bundle) };
         let tls = client::tls_config(self.identity.as_ref(), trust)
@@ -345,7 +345,7 @@ impl Aggregator {
             }
             let body = http_body_util::BodyExt::collect(http_body_util::Limited::new(
                 resp.into_body(),
-                crate::handler::MAX_BODY,
+                crate::endpoints::body::MAX_BODY,
             ))
             .await
             .map_err(|e| failing(e.to_string()))?

@@ -5,8 +5,8 @@
 //! upstream's do; only `http` is proxied to pods and Services.
 
 use super::{host_port, kubelet_target, KubeletClient};
+use crate::endpoints::{Body, State};
 use crate::error::ApiError;
-use crate::handler::{Body, State};
 use crate::registry::builtin;
 use crate::registry::ListOptions;
 use crate::request::RequestInfo;
@@ -224,7 +224,7 @@ pub(crate) async fn handle(
     if !scheme.is_empty() && scheme != "http" {
         return Err(ApiError::service_unavailable(format!("the {scheme} scheme is not proxied by k1s, only http")));
     }
-    let (_, body) = crate::handler::read_request_body(req).await?;
+    let (_, body) = crate::endpoints::body::read_request_body(req).await?;
     let addr = match info.resource.as_str() {
         "pods" => pod_address(&state.registry.get(builtin("", "v1", "pods")?, namespace, name)?, port)?,
         _ => {

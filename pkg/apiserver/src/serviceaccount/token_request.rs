@@ -3,8 +3,10 @@
 
 use super::claims::{Binding, NewToken, ObjectRef};
 use super::{unix_now, Tokens};
+use crate::endpoints::body::{decode_body, read_request_body};
+use crate::endpoints::reply::respond_json;
+use crate::endpoints::{Body, State};
 use crate::error::ApiError;
-use crate::handler::{decode_body, read_request_body, respond_json, Body, State};
 use crate::request::RequestInfo;
 use http::{Request, Response, StatusCode};
 use k1s_api::FieldError;

@@ -1,0 +1,59 @@
+//! Replies: JSON documents, plain text, `Status` errors and admission warnings.
+
+use super::body::{full, Body};
+use crate::error::ApiError;
+use bytes::Bytes;
+use http::{header, HeaderValue, Response, StatusCode};
+use serde_json::Value;
+
+/// A JSON reply.
+pub(crate) fn respond_json(code: StatusCode, v: &Value) -> Response<Body> {
+    respond_bytes(code, serde_json::to_vec(v).unwrap_or_default())
+}
+
+/// A reply of JSON already encoded.
+pub(crate) fn respond_bytes(code: StatusCode, body: Vec<u8>) -> Response<Body> {
+    let mut r = Response::new(full(body));
+    *r.status_mut() = code;
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+/// The error as a Kubernetes `Status`, with `Retry-After` when it asks for one.
+pub fn error_response(e: &ApiError) -> Response<Body> {
+    let mut r =
+        respond_bytes(StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), e.status_bytes());
+    if let Some(s) = e.retry_after {
+        if let Ok(v) = HeaderValue::from_str(&s.to_string()) {
+            r.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+    }
+    r
+}
+
+/// A `text/plain` reply.
+pub(crate) fn text(code: StatusCode, s: &str) -> Response<Body> {
+    let mut r = Response::new(full(s.to_string()));
+    *r.status_mut() = code;
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r
+}
+
+/// An empty reply (`304 Not Modified`, `301` with a Location set by the caller).
+pub(crate) fn empty(code: StatusCode) -> Response<Body> {
+    let mut r = Response::new(full(Bytes::new()));
+    *r.status_mut() = code;
+    r
+}
+
+/// Adds `Warning` headers.
+pub(crate) fn with_warnings(mut r: Response<Body>, warnings: &[String]) -> Response<Body> {
+    for w in warnings {
+        let v = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
+        // Bytes, not str: a warning may be UTF-8 (obs-text in a header), as upstream sends it.
+        if let Ok(v) = HeaderValue::from_bytes(v.as_bytes()) {
+            r.headers_mut().append(header::WARNING, v);
+        }
+    }
+    r
+}
