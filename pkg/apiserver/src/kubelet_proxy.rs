@@ -27,6 +27,7 @@ mod websocket;
 pub(crate) use backend::{forwarded_headers, relay as relay_response};
 pub use kubelet::{KubeletClientConfig, KubeletClientError, KubeletTarget};
 
+use crate::endpoints::command::Subresource;
 use crate::endpoints::{Body, State};
 use crate::error::ApiError;
 use crate::request::{Query, RequestInfo};
@@ -97,19 +98,22 @@ pub(crate) async fn handle(
     req: Request<Incoming>,
     info: &RequestInfo,
     query: &Query,
+    sub: Subresource,
 ) -> Result<Response<Body>, ApiError> {
-    let sub = info.subresource.as_deref().unwrap_or("");
     let Some(client) = state.kubelet.clone() else {
         return Err(ApiError::service_unavailable(format!(
-            "the {sub} subresource is served by the node agent, which is not running"
+            "the {} subresource is served by the node agent, which is not running",
+            sub.as_str()
         )));
     };
     match sub {
-        "log" => log(state, &client, req, info, query).await,
-        "exec" => stream(state, &client, req, info, query, Kind::Exec).await,
-        "attach" => stream(state, &client, req, info, query, Kind::Attach).await,
-        "portforward" => stream(state, &client, req, info, query, Kind::PortForward).await,
-        other => Err(ApiError::not_found("", "pods", &format!("{}/{other}", info.name.as_deref().unwrap_or("")))),
+        Subresource::Log => log(state, &client, req, info, query).await,
+        Subresource::Exec => stream(state, &client, req, info, query, Kind::Exec).await,
+        Subresource::Attach => stream(state, &client, req, info, query, Kind::Attach).await,
+        Subresource::PortForward => stream(state, &client, req, info, query, Kind::PortForward).await,
+        other => {
+            Err(ApiError::not_found("", "pods", &format!("{}/{}", info.name.as_deref().unwrap_or(""), other.as_str())))
+        }
     }
 }
 

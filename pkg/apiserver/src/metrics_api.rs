@@ -11,7 +11,6 @@ use crate::endpoints::reply::respond_json;
 use crate::endpoints::{Body, State};
 use crate::error::ApiError;
 use crate::registry::{builtin, ListOptions};
-use crate::request::RequestInfo;
 use http::{HeaderMap, Method, Response, StatusCode};
 use http_body_util::BodyExt;
 use k1s_api::resources::ResourceInfo;
@@ -258,14 +257,15 @@ fn pod_metrics(pod: &Value, prev: &Scrape, cur: &Scrape) -> Option<Value> {
 pub(crate) async fn handle(
     state: &State,
     res: &'static ResourceInfo,
-    info: &RequestInfo,
+    namespace: Option<&str>,
+    name: Option<&str>,
     opts: &ListOptions,
 ) -> Result<Response<Body>, ApiError> {
     let pods = res.resource == "pods";
     let source = builtin("", "v1", if pods { "pods" } else { "nodes" })?;
     let kind = if pods { "podmetrics" } else { "nodemetrics" };
-    let objects: Vec<Value> = match &info.name {
-        Some(name) => match state.registry.get(source, info.namespace.as_deref(), name) {
+    let objects: Vec<Value> = match name {
+        Some(name) => match state.registry.get(source, namespace, name) {
             Ok(o) => vec![o],
             // metrics-server names its own resource.
             Err(e) if e.code == 404 => return Err(ApiError::not_found(res.group, kind, name)),
@@ -277,7 +277,7 @@ pub(crate) async fn handle(
                 field_selector: opts.field_selector.clone(),
                 ..Default::default()
             };
-            state.registry.list(source, info.namespace.as_deref(), &all)?.items
+            state.registry.list(source, namespace, &all)?.items
         }
     };
     // Only the nodes asked about (or running the pods asked about) are scraped.
@@ -319,7 +319,7 @@ pub(crate) async fn handle(
         })
         .collect();
     let api_version = res.api_version();
-    if let Some(name) = &info.name {
+    if let Some(name) = name {
         let mut item = items.into_iter().next().ok_or_else(|| ApiError::not_found(res.group, kind, name))?;
         item["kind"] = json!(res.kind);
         item["apiVersion"] = json!(api_version);

@@ -1,9 +1,11 @@
 //! The HTTP layer between the listener and the registry: request bodies ([`body`]), replies
-//! ([`reply`]), the non-resource paths ([`nonresource`]: version, health, discovery, OpenAPI)
-//! and the resource verbs ([`resource`]). `crate::handler` authenticates, authorizes and routes
-//! to them; nothing here reaches back into it.
+//! ([`reply`]), the non-resource paths ([`nonresource`]: version, health, discovery, OpenAPI),
+//! resource requests parsed once into typed commands ([`command`]) and served ([`resource`]).
+//! `crate::handler` authenticates, authorizes and routes to them; nothing here reaches back
+//! into it.
 
 pub(crate) mod body;
+pub(crate) mod command;
 pub(crate) mod nonresource;
 pub(crate) mod reply;
 pub(crate) mod resource;

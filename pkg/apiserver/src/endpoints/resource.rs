@@ -1,75 +1,222 @@
-//! The resource verbs: get, list, watch, create, update, patch, delete and deletecollection
-//! through the registry, and the routing of subresources with their own handlers.
+//! Serves a parsed [`ResourceRequest`]: the registry verbs (get, list, watch, create, update,
+//! patch, delete, deletecollection) here, other routes by the handlers that own them.
 
-use super::body::{content_type, decode_body, header_str, read_request_body, Body};
+use super::body::{decode_body, read_request_body, Body};
+use super::command::{DeleteQuery, ReplyShape, ResourceCommand, ResourceRequest, Route, WatchOptions};
 use super::reply::{error_response, respond_bytes, respond_json, with_warnings};
 use super::State;
 use crate::auth::UserInfo;
 use crate::error::ApiError;
 use crate::object;
-use crate::registry::{self, Ctx, DeleteOptions, FieldValidation, ListOptions, PatchType};
+use crate::registry::{self, Ctx, DeleteOptions, PatchType, Registry};
 use crate::request::{Query, RequestInfo};
-use crate::table::{self, Conversion, IncludeObject};
+use crate::table::{self, Conversion};
 use crate::watch;
+use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, StreamBody};
-use k1s_api::resources::Backing;
-use k1s_api::selectors::Selector;
+use hyper::body::Incoming;
 use k1s_api::ResourceInfo;
 use serde_json::{json, Value};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
-fn accepts_json(headers: &HeaderMap) -> bool {
-    let accept = header_str(headers, header::ACCEPT);
-    accept.is_empty()
-        || accept.split(',').any(|p| {
-            let t = p.split(';').next().unwrap_or("").trim();
-            matches!(t, "application/json" | "application/*" | "*/*" | "application/yaml" | "")
-        })
-}
-
-fn list_options(query: &Query) -> Result<ListOptions, ApiError> {
-    let label_selector = Selector::parse_labels(query.get("labelSelector").unwrap_or(""))
-        .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
-    let field_selector = Selector::parse_fields(query.get("fieldSelector").unwrap_or(""))
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let limit = match query.get("limit") {
-        Some(l) if !l.is_empty() => {
-            l.parse::<i64>().map_err(|_| ApiError::bad_request(format!("invalid limit \"{l}\"")))?.max(0) as usize
-        }
-        _ => 0,
+/// Parses and serves a request for a resource.
+pub(crate) async fn serve(
+    state: &Arc<State>,
+    req: Request<Incoming>,
+    info: &RequestInfo,
+    query: &Query,
+    user: &UserInfo,
+) -> Result<Response<Body>, ApiError> {
+    let request =
+        ResourceRequest::parse(|g, v, r| state.registry.resource(g, v, r), req.method(), info, query, req.headers())?;
+    let ResourceRequest { res, namespace, name, subresource, write, shape, route } = request;
+    let (namespace, name) = (namespace.as_deref(), name.as_deref());
+    let reg = &state.registry;
+    let mut ctx = Ctx {
+        user,
+        info: res,
+        namespace,
+        subresource: subresource.map(|s| s.as_str()),
+        dry_run: write.dry_run,
+        field_manager: write.field_manager,
+        field_validation: write.field_validation,
+        warnings: Vec::new(),
     };
-    Ok(ListOptions {
-        label_selector,
-        field_selector,
-        limit,
-        continue_token: query.get("continue").map(str::to_string),
-        resource_version: query.get("resourceVersion").map(str::to_string),
-        resource_version_match: query.get("resourceVersionMatch").filter(|s| !s.is_empty()).map(str::to_string),
-    })
-}
-
-fn field_validation(query: &Query) -> Result<FieldValidation, ApiError> {
-    match query.get("fieldValidation") {
-        None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
-        Some("Strict") => Ok(FieldValidation::Strict),
-        Some("Ignore") => Ok(FieldValidation::Ignore),
-        Some(other) => Err(ApiError::bad_request(format!(
-            "fieldValidation parameter unsupported: {other}, supported values are: Ignore, Warn, Strict"
-        ))),
+    let name_or_empty = name.unwrap_or_default();
+    let reply = match route {
+        Route::MetricsApi(opts) => return crate::metrics_api::handle(state, res, namespace, name, &opts).await,
+        Route::Virtual(verb) => {
+            return crate::virtual_resources::handle(state, req, res, verb, namespace, name, user).await
+        }
+        Route::Scale(verb) => return crate::subresources::scale(reg, req, &mut ctx, verb, name_or_empty).await,
+        Route::Binding => return crate::subresources::binding(reg, req, &mut ctx, name).await,
+        Route::Eviction => return crate::subresources::eviction(reg, req, &mut ctx, name_or_empty).await,
+        Route::ServiceAccountToken => {
+            return crate::serviceaccount::token_request::create(reg, &state.tokens, req, namespace, name_or_empty)
+                .await
+        }
+        Route::Kubelet(sub) => return crate::kubelet_proxy::handle(state, req, info, query, sub).await,
+        Route::Proxy => return crate::kubelet_proxy::proxy(state, req, info).await,
+        Route::Registry(command) => {
+            let target = Target { reg, res, namespace, name: name_or_empty, shape };
+            // Every reply, a refusal too, carries the warnings admission gave (upstream writes
+            // them with any reply).
+            target.run(command, req, &mut ctx, state.bookmark_interval, &state.cancel).await
+        }
+    };
+    match reply {
+        Ok(r) => Ok(with_warnings(r, &ctx.warnings)),
+        Err(e) if !ctx.warnings.is_empty() => Ok(with_warnings(error_response(&e), &ctx.warnings)),
+        Err(e) => Err(e),
     }
 }
 
-fn default_field_manager(headers: &HeaderMap) -> String {
-    let ua = header_str(headers, header::USER_AGENT);
-    let m: String = ua.split('/').next().unwrap_or("").chars().filter(|c| !c.is_control()).take(128).collect();
-    if m.is_empty() {
-        "unknown".into()
+/// What a registry verb acts on, and how its reply is shaped.
+struct Target<'a> {
+    reg: &'a Arc<Registry>,
+    res: &'static ResourceInfo,
+    namespace: Option<&'a str>,
+    name: &'a str,
+    shape: ReplyShape,
+}
+
+impl Target<'_> {
+    async fn run(
+        &self,
+        command: ResourceCommand,
+        req: Request<Incoming>,
+        ctx: &mut Ctx<'_>,
+        bookmark_interval: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Response<Body>, ApiError> {
+        let (reg, res, conversion) = (self.reg, self.res, self.shape.conversion);
+        match command {
+            ResourceCommand::Get => {
+                let obj = reg.get(res, self.namespace, self.name)?;
+                if let Some(av) = self.shape.table() {
+                    let rv = object::resource_version(&obj).unwrap_or("").to_string();
+                    return Ok(respond_json(
+                        StatusCode::OK,
+                        &table::build(res, &[obj], self.shape.include, av, true, json!({"resourceVersion": rv})),
+                    ));
+                }
+                Ok(respond_json(StatusCode::OK, &convert_object(obj, conversion, res)?))
+            }
+            ResourceCommand::List(opts) => {
+                let page = reg.list(res, self.namespace, &opts)?;
+                let mut list_meta = json!({"resourceVersion": page.resource_version.to_string()});
+                if let Some(c) = &page.continue_token {
+                    list_meta["continue"] = json!(c);
+                }
+                if let Some(av) = self.shape.table() {
+                    return Ok(respond_json(
+                        StatusCode::OK,
+                        &table::build(res, &page.items, self.shape.include, av, true, list_meta),
+                    ));
+                }
+                Ok(respond_json(StatusCode::OK, &convert_list(page.items, list_meta, conversion, res)?))
+            }
+            ResourceCommand::Watch(opts) => self.watch(opts, bookmark_interval, cancel),
+            ResourceCommand::Create => {
+                let (headers, body) = read_request_body(req).await?;
+                let obj = decode_body(&headers, &body)?;
+                let (created, json) = reg.create_with_json(ctx, obj).await?;
+                let reply = match (json, &conversion) {
+                    (Some(json), None) => respond_bytes(StatusCode::CREATED, json),
+                    _ => respond_json(StatusCode::CREATED, &convert_object(created, conversion, res)?),
+                };
+                Ok(reply)
+            }
+            ResourceCommand::Update => {
+                let (headers, body) = read_request_body(req).await?;
+                let obj = decode_body(&headers, &body)?;
+                let (obj, created) = reg.update(ctx, self.name, obj).await?;
+                let code = if created { StatusCode::CREATED } else { StatusCode::OK };
+                Ok(respond_json(code, &convert_object(obj, conversion, res)?))
+            }
+            ResourceCommand::Patch { patch_type, force } => {
+                let (_, body) = read_request_body(req).await?;
+                let patch = if patch_type == PatchType::Apply {
+                    registry::parse_body(&body, "application/apply-patch+yaml")?
+                } else {
+                    serde_json::from_slice::<Value>(&body)
+                        .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
+                };
+                let (obj, created) = reg.patch(ctx, self.name, patch_type, patch, force).await?;
+                let code = if created { StatusCode::CREATED } else { StatusCode::OK };
+                Ok(respond_json(code, &convert_object(obj, conversion, res)?))
+            }
+            ResourceCommand::Delete(query) => {
+                let (headers, body) = read_request_body(req).await?;
+                let opts = delete_options(&headers, &body, query)?;
+                let obj = reg.delete(ctx, self.name, &opts).await?;
+                let code = if object::is_deleting(&obj) { StatusCode::ACCEPTED } else { StatusCode::OK };
+                Ok(respond_json(code, &convert_object(obj, conversion, res)?))
+            }
+            ResourceCommand::DeleteCollection { list, propagation_policy } => {
+                let (headers, body) = read_request_body(req).await?;
+                let query = DeleteQuery { grace_period_seconds: None, propagation_policy };
+                let opts = delete_options(&headers, &body, query)?;
+                let deleted = reg.delete_collection(ctx, &list, &opts).await?;
+                Ok(respond_json(StatusCode::OK, &convert_list(deleted, json!({}), conversion, res)?))
+            }
+        }
+    }
+
+    /// Streams watch events, newline-delimited, until the timeout or the server stops.
+    fn watch(
+        &self,
+        opts: WatchOptions,
+        bookmark_interval: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Response<Body>, ApiError> {
+        let timeout = match opts.timeout_seconds {
+            Some(t) => Duration::from_secs(t),
+            None => Duration::from_secs(1800 + rand::random_range(0..1800)),
+        };
+        let params = watch::WatchParams {
+            namespace: self.namespace.map(str::to_string),
+            list: opts.list,
+            allow_bookmarks: opts.allow_bookmarks,
+            send_initial_events: opts.send_initial_events,
+            timeout,
+            table: self.shape.table().map(|av| (av, self.shape.include)),
+            // Upstream sends whole objects when a watch asks for PartialObjectMetadataList.
+            metadata: match self.shape.conversion {
+                Some(Conversion::Metadata(av)) => Some(av),
+                _ => None,
+            },
+            bookmark_interval,
+        };
+        let rx = watch::start(self.reg.clone(), self.res, params, cancel.clone())?;
+        let stream = futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|b| (Ok::<_, Infallible>(hyper::body::Frame::data(b)), rx))
+        });
+        let mut r = Response::new(StreamBody::new(stream).boxed_unsync());
+        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+        Ok(r)
+    }
+}
+
+/// A delete's options: the body's `DeleteOptions`, then the query's parameters over them.
+fn delete_options(headers: &HeaderMap, body: &Bytes, query: DeleteQuery) -> Result<DeleteOptions, ApiError> {
+    let mut opts = if body.is_empty() {
+        DeleteOptions::default()
     } else {
-        m
+        DeleteOptions::from_value(&decode_body(headers, body)?)
+    };
+    if let Some(g) = query.grace_period_seconds {
+        opts.grace_period_seconds = Some(g);
     }
+    if let Some(p) = query.propagation_policy {
+        opts.propagation_policy = Some(p);
+    }
+    Ok(opts)
 }
 
 fn strip_item_type(mut v: Value) -> Value {
@@ -113,254 +260,5 @@ fn convert_list(
             let items: Vec<Value> = items.into_iter().map(strip_item_type).collect();
             Ok(json!({"kind": res.list_kind, "apiVersion": res.api_version(), "metadata": list_meta, "items": items}))
         }
-    }
-}
-
-/// Serves a request for a resource.
-pub(crate) async fn serve(
-    state: &Arc<State>,
-    req: Request<hyper::body::Incoming>,
-    info: &RequestInfo,
-    query: &Query,
-    user: &UserInfo,
-) -> Result<Response<Body>, ApiError> {
-    let Some(res) = state.registry.resource(&info.group, &info.version, &info.resource) else {
-        return Err(ApiError::not_found_path());
-    };
-    if !res.namespaced() && info.namespace.is_some() {
-        return Err(ApiError::not_found_path());
-    }
-    if let Some(sub) = &info.subresource {
-        if !res.has_subresource(sub) {
-            return Err(ApiError::not_found_path());
-        }
-    }
-    if !accepts_json(req.headers()) {
-        return Err(ApiError::not_acceptable(
-            "only the following media types are accepted: application/json, application/yaml",
-        ));
-    }
-    let verb = info.verb.as_str();
-    let base_verb = match verb {
-        "watch" if info.name.is_some() => "watch",
-        v => v,
-    };
-    if info.subresource.is_none() && !res.verbs.contains(&base_verb) {
-        return Err(ApiError::method_not_allowed(
-            req.method().as_str(),
-            &format!("{}{}", info.resource, if info.name.is_some() { "/name" } else { "" }),
-        ));
-    }
-    if res.backing == Backing::Virtual {
-        if res.group == k1s_api::metrics::GROUP {
-            return crate::metrics_api::handle(state, res, info, &list_options(query)?).await;
-        }
-        return crate::virtual_resources::handle(state, req, res, info, user).await;
-    }
-    let dry_run = match query.all("dryRun") {
-        [] => false,
-        [v] if v == "All" => true,
-        [v, ..] => return Err(ApiError::bad_request(format!("Invalid dryRun parameter: {v}"))),
-    };
-    let headers = req.headers().clone();
-    let field_manager = query.get("fieldManager").filter(|s| !s.is_empty()).map(str::to_string);
-    let mut ctx = Ctx {
-        user,
-        info: res,
-        namespace: info.namespace.as_deref(),
-        subresource: info.subresource.as_deref(),
-        dry_run,
-        field_manager: field_manager.clone().unwrap_or_else(|| default_field_manager(&headers)),
-        field_validation: field_validation(query)?,
-        warnings: Vec::new(),
-    };
-    if res.namespaced() && info.namespace.is_none() && !matches!(verb, "list" | "watch") {
-        return Err(ApiError::not_found_path());
-    }
-    let accept = header_str(&headers, header::ACCEPT).to_string();
-    let conversion = table::negotiate(&accept)?;
-    let table = match conversion {
-        Some(Conversion::Table(av)) => Some(av),
-        _ => None,
-    };
-    let include = IncludeObject::parse(query.get("includeObject"));
-    let reg = &state.registry;
-    match info.subresource.as_deref() {
-        Some("scale") => return crate::subresources::scale(state, req, &mut ctx, info, query).await,
-        Some("binding") => return crate::subresources::binding(state, req, &mut ctx, info).await,
-        Some("eviction") => return crate::subresources::eviction(state, req, &mut ctx, info).await,
-        Some("status") | Some("finalize") | Some("ephemeralcontainers") | Some("resize") | Some("approval") | None => {}
-        Some("token") if res.group.is_empty() && res.resource == "serviceaccounts" => {
-            return crate::serviceaccount::token_request::create(state, req, info).await;
-        }
-        Some("log" | "exec" | "attach" | "portforward") => {
-            return crate::kubelet_proxy::handle(state, req, info, query).await;
-        }
-        Some("proxy") => return crate::kubelet_proxy::proxy(state, req, info).await,
-        Some(other) => {
-            return Err(ApiError::new(
-                503,
-                "ServiceUnavailable",
-                format!("the {other} subresource is served by the node agent, which is not running"),
-            ))
-        }
-    }
-    let name = info.name.clone().unwrap_or_default();
-    // Every reply, a refusal too, carries the warnings admission gave (upstream writes them with
-    // any reply).
-    let reply = async {
-        match verb {
-            "get" => {
-                let obj = reg.get(res, info.namespace.as_deref(), &name)?;
-                if let Some(av) = table {
-                    let rv = object::resource_version(&obj).unwrap_or("").to_string();
-                    return Ok(respond_json(
-                        StatusCode::OK,
-                        &table::build(res, &[obj], include, av, true, json!({"resourceVersion": rv})),
-                    ));
-                }
-                Ok(respond_json(StatusCode::OK, &convert_object(obj, conversion, res)?))
-            }
-            "list" => {
-                let opts = list_options(query)?;
-                let page = reg.list(res, info.namespace.as_deref(), &opts)?;
-                let mut list_meta = json!({"resourceVersion": page.resource_version.to_string()});
-                if let Some(c) = &page.continue_token {
-                    list_meta["continue"] = json!(c);
-                }
-                if let Some(av) = table {
-                    return Ok(respond_json(
-                        StatusCode::OK,
-                        &table::build(res, &page.items, include, av, true, list_meta),
-                    ));
-                }
-                Ok(respond_json(StatusCode::OK, &convert_list(page.items, list_meta, conversion, res)?))
-            }
-            "watch" => {
-                let mut opts = list_options(query)?;
-                if let Some(n) = &info.name {
-                    opts.field_selector.requirements.push(k1s_api::selectors::Requirement {
-                        key: "metadata.name".into(),
-                        op: k1s_api::selectors::Op::Equals,
-                        values: vec![n.clone()],
-                    });
-                }
-                let timeout = match query.get("timeoutSeconds").and_then(|s| s.parse::<u64>().ok()) {
-                    Some(t) if t > 0 => Duration::from_secs(t),
-                    _ => Duration::from_secs(1800 + rand::random_range(0..1800)),
-                };
-                let send_initial_events = match query.get("sendInitialEvents") {
-                    Some(v) if !v.is_empty() => Some(query.bool("sendInitialEvents")),
-                    _ => None,
-                };
-                let params = watch::WatchParams {
-                    namespace: info.namespace.clone(),
-                    list: opts,
-                    allow_bookmarks: query.bool("allowWatchBookmarks"),
-                    send_initial_events,
-                    timeout,
-                    table: table.map(|av| (av, include)),
-                    // Upstream sends whole objects when a watch asks for PartialObjectMetadataList.
-                    metadata: match conversion {
-                        Some(Conversion::Metadata(av)) => Some(av),
-                        _ => None,
-                    },
-                    bookmark_interval: state.bookmark_interval,
-                };
-                let rx = watch::start(reg.clone(), res, params, state.cancel.clone())?;
-                let stream = futures::stream::unfold(rx, |mut rx| async move {
-                    rx.recv().await.map(|b| (Ok::<_, Infallible>(hyper::body::Frame::data(b)), rx))
-                });
-                let mut r = Response::new(StreamBody::new(stream).boxed_unsync());
-                r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
-                Ok(r)
-            }
-            "create" => {
-                if info.name.is_some() && info.subresource.is_none() {
-                    return Err(ApiError::method_not_allowed("POST", &format!("{}/name", info.resource)));
-                }
-                let (headers, body) = read_request_body(req).await?;
-                let obj = decode_body(&headers, &body)?;
-                let (created, json) = reg.create_with_json(&mut ctx, obj).await?;
-                let reply = match (json, &conversion) {
-                    (Some(json), None) => respond_bytes(StatusCode::CREATED, json),
-                    _ => respond_json(StatusCode::CREATED, &convert_object(created, conversion, res)?),
-                };
-                Ok(reply)
-            }
-            "update" => {
-                let (headers, body) = read_request_body(req).await?;
-                let obj = decode_body(&headers, &body)?;
-                let (obj, created) = reg.update(&mut ctx, &name, obj).await?;
-                let code = if created { StatusCode::CREATED } else { StatusCode::OK };
-                Ok(respond_json(code, &convert_object(obj, conversion, res)?))
-            }
-            "patch" => {
-                let (headers, body) = read_request_body(req).await?;
-                let ct = content_type(&headers);
-                let Some(ptype) = PatchType::from_content_type(&ct) else {
-                    return Err(ApiError::unsupported_media_type(&ct));
-                };
-                if ptype == PatchType::Apply && field_manager.is_none() {
-                    return Err(ApiError::invalid(
-                        res.group,
-                        res.kind,
-                        &name,
-                        &[k1s_api::FieldError::required("fieldManager", "is required for apply patch")],
-                    ));
-                }
-                if ptype != PatchType::Apply && query.has("force") {
-                    return Err(ApiError::bad_request("force flag can only be used with apply patch"));
-                }
-                let patch = if ptype == PatchType::Apply {
-                    registry::parse_body(&body, "application/apply-patch+yaml")?
-                } else {
-                    serde_json::from_slice::<Value>(&body)
-                        .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
-                };
-                let (obj, created) = reg.patch(&mut ctx, &name, ptype, patch, query.bool("force")).await?;
-                let code = if created { StatusCode::CREATED } else { StatusCode::OK };
-                Ok(respond_json(code, &convert_object(obj, conversion, res)?))
-            }
-            "delete" => {
-                let (headers, body) = read_request_body(req).await?;
-                let mut opts = if body.is_empty() {
-                    DeleteOptions::default()
-                } else {
-                    DeleteOptions::from_value(&decode_body(&headers, &body)?)
-                };
-                if let Some(g) = query.get("gracePeriodSeconds").and_then(|s| s.parse::<i64>().ok()) {
-                    opts.grace_period_seconds = Some(g);
-                }
-                if let Some(p) = query.get("propagationPolicy") {
-                    opts.propagation_policy = Some(p.to_string());
-                }
-                let obj = reg.delete(&mut ctx, &name, &opts).await?;
-                let code = if object::is_deleting(&obj) { StatusCode::ACCEPTED } else { StatusCode::OK };
-                Ok(respond_json(code, &convert_object(obj, conversion, res)?))
-            }
-            "deletecollection" => {
-                let list = list_options(query)?;
-                let (headers, body) = read_request_body(req).await?;
-                let mut opts = if body.is_empty() {
-                    DeleteOptions::default()
-                } else {
-                    DeleteOptions::from_value(&decode_body(&headers, &body)?)
-                };
-                if let Some(p) = query.get("propagationPolicy") {
-                    opts.propagation_policy = Some(p.to_string());
-                }
-                let deleted = reg.delete_collection(&mut ctx, &list, &opts).await?;
-                Ok(respond_json(StatusCode::OK, &convert_list(deleted, json!({}), conversion, res)?))
-            }
-            other => Err(ApiError::method_not_allowed(other, &info.resource)),
-        }
-    }
-    .await;
-    match reply {
-        Ok(r) => Ok(with_warnings(r, &ctx.warnings)),
-        Err(e) if !ctx.warnings.is_empty() => Ok(with_warnings(error_response(&e), &ctx.warnings)),
-        Err(e) => Err(e),
     }
 }
