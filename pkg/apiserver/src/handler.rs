@@ -10,6 +10,7 @@ use crate::registry::PatchType;
 use crate::request::{Query, RequestInfo};
 use http::{header, Method, Request, Response};
 use std::sync::Arc;
+use tracing::Instrument;
 
 /// Handles one request from a connection whose verified client certificates are `peer`, and
 /// counts it for `/metrics`.
@@ -22,7 +23,19 @@ pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>, peer
         && PatchType::from_content_type(header_str(req.headers(), header::CONTENT_TYPE)) == Some(PatchType::Apply);
     let res = info.is_resource.then(|| state.registry.resource(&info.group, &info.version, &info.resource)).flatten();
     let tracked = state.monitoring.start(&method, &info, res, query.all("dryRun").iter().any(|v| v == "All"), apply);
-    let resp = authenticated(&state, req, &peer, method, path, &query, &info).await;
+    // Every event logged while the request is served carries it; `user` is recorded once known.
+    let span = tracing::info_span!(
+        "request",
+        %method,
+        %path,
+        verb = %info.verb,
+        resource = tracing::field::Empty,
+        user = tracing::field::Empty,
+    );
+    if info.is_resource {
+        span.record("resource", info.resource.as_str());
+    }
+    let resp = authenticated(&state, req, &peer, method, path, &query, &info).instrument(span).await;
     match tracked {
         Some(t) => state.monitoring.finish(t, resp),
         None => resp,
@@ -52,9 +65,7 @@ async fn authenticated(
         Ok(u) => u,
         Err(e) => return refuse(req, &e).await,
     };
-    let span = tracing::debug_span!("request", %method, %path, verb = %info.verb, user = %user.name);
-    let _enter = span.enter();
-    drop(_enter);
+    tracing::Span::current().record("user", user.name.as_str());
     let public = matches!(path.as_str(), "/version" | "/version/" | "/healthz" | "/livez" | "/readyz")
         || path.starts_with("/livez/")
         || path.starts_with("/readyz/")
@@ -88,7 +99,7 @@ async fn authenticated(
     if !public {
         if let Some(remote) = state.aggregator.route(&path) {
             let resp = state.aggregator.proxy(req, &user, &remote).await;
-            tracing::debug!(parent: &span, apiservice = %remote.name, status = resp.status().as_u16(), "proxied");
+            tracing::debug!(apiservice = %remote.name, status = resp.status().as_u16(), "proxied");
             return resp;
         }
     }
@@ -100,7 +111,7 @@ async fn authenticated(
     } else {
         nonresource::serve(state, &method, &path, query, req.headers())
     };
-    tracing::debug!(parent: &span, status = resp.status().as_u16(), elapsed_ms = started.elapsed().as_millis() as u64, "handled");
+    tracing::debug!(status = resp.status().as_u16(), elapsed_ms = started.elapsed().as_millis() as u64, "handled");
     resp
 }
 
