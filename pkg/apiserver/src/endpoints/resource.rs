@@ -59,8 +59,10 @@ pub(crate) async fn serve(
             return crate::serviceaccount::token_request::create(reg, &state.tokens, req, namespace, name_or_empty)
                 .await
         }
-        Route::Kubelet(sub) => return crate::kubelet_proxy::handle(state, req, info, query, sub).await,
-        Route::Proxy => return crate::kubelet_proxy::proxy(state, req, info).await,
+        Route::Kubelet(sub) => {
+            return crate::kubelet_proxy::handle(reg, state.kubelet.as_deref(), req, info, query, sub).await
+        }
+        Route::Proxy => return crate::kubelet_proxy::proxy(reg, state.kubelet.as_deref(), req, info).await,
         Route::Registry(command) => {
             let target = Target { reg, res, namespace, name: name_or_empty, shape };
             // Every reply, a refusal too, carries the warnings admission gave (upstream writes
