@@ -97,3 +97,34 @@ pub(crate) fn decode_body(headers: &HeaderMap, body: &Bytes) -> Result<Value, Ap
     }
     crate::registry::parse_body(body, &base)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn with_content_type(ct: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_str(ct).expect("content type"));
+        h
+    }
+
+    #[test]
+    fn bodies_decode_by_content_type_and_json_is_the_default() {
+        let obj = Bytes::from_static(br#"{"kind":"ConfigMap"}"#);
+        assert_eq!(decode_body(&HeaderMap::new(), &obj).expect("no Content-Type")["kind"], "ConfigMap");
+        let yaml = Bytes::from_static(b"kind: ConfigMap\n");
+        assert_eq!(decode_body(&with_content_type("application/yaml"), &yaml).expect("yaml")["kind"], "ConfigMap");
+        let json = with_content_type("application/json; charset=utf-8");
+        assert_eq!(decode_body(&json, &obj).expect("json with parameters")["kind"], "ConfigMap");
+        assert_eq!(content_type(&HeaderMap::new()), "application/json");
+    }
+
+    #[test]
+    fn unknown_media_types_are_415_and_empty_bodies_400() {
+        let e = decode_body(&with_content_type("text/plain"), &Bytes::from_static(b"x")).expect_err("text/plain");
+        assert_eq!((e.code, e.reason), (415, "UnsupportedMediaType"));
+        let e = decode_body(&HeaderMap::new(), &Bytes::new()).expect_err("empty");
+        assert_eq!((e.code, e.reason), (400, "BadRequest"));
+    }
+}

@@ -57,3 +57,26 @@ pub(crate) fn with_warnings(mut r: Response<Body>, warnings: &[String]) -> Respo
     }
     r
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_are_status_objects_with_their_code() {
+        let r = error_response(&ApiError::not_found_path());
+        assert_eq!(r.status(), StatusCode::NOT_FOUND);
+        assert_eq!(r.headers()[header::CONTENT_TYPE], "application/json");
+        assert!(r.headers().get(header::RETRY_AFTER).is_none());
+        let r = error_response(&ApiError::too_many_requests("slow down", 7));
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers()[header::RETRY_AFTER], "7");
+    }
+
+    #[test]
+    fn warnings_are_quoted_299_headers() {
+        let r = with_warnings(text(StatusCode::OK, "ok"), &["a \"quoted\" \\ warning".into(), "two".into()]);
+        let got: Vec<&[u8]> = r.headers().get_all(header::WARNING).iter().map(HeaderValue::as_bytes).collect();
+        assert_eq!(got, [&br#"299 - "a \"quoted\" \\ warning""#[..], &br#"299 - "two""#[..]]);
+    }
+}
