@@ -47,7 +47,8 @@ pub(crate) async fn serve(
         warnings: Vec::new(),
     };
     let name_or_empty = name.unwrap_or_default();
-    let reply = match route {
+    let command = match route {
+        Route::Registry(command) => command,
         Route::MetricsApi(opts) => return crate::metrics_api::handle(state, res, namespace, name, &opts).await,
         Route::Virtual(verb) => {
             return crate::virtual_resources::handle(state, req, res, verb, namespace, name, user).await
@@ -63,14 +64,11 @@ pub(crate) async fn serve(
             return crate::kubelet_proxy::handle(reg, state.kubelet.as_deref(), req, info, query, sub).await
         }
         Route::Proxy => return crate::kubelet_proxy::proxy(reg, state.kubelet.as_deref(), req, info).await,
-        Route::Registry(command) => {
-            let target = Target { reg, res, namespace, name: name_or_empty, shape };
-            // Every reply, a refusal too, carries the warnings admission gave (upstream writes
-            // them with any reply).
-            target.run(command, req, &mut ctx, state.bookmark_interval, &state.cancel).await
-        }
     };
-    match reply {
+    let target = Target { reg, res, namespace, name: name_or_empty, shape };
+    // Every reply, a refusal too, carries the warnings admission gave (upstream writes them with
+    // any reply).
+    match target.run(command, req, &mut ctx, state.bookmark_interval, &state.cancel).await {
         Ok(r) => Ok(with_warnings(r, &ctx.warnings)),
         Err(e) if !ctx.warnings.is_empty() => Ok(with_warnings(error_response(&e), &ctx.warnings)),
         Err(e) => Err(e),
