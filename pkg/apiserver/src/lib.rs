@@ -14,14 +14,15 @@ pub mod auth;
 mod custom_resources;
 mod discovery;
 mod disruption;
+mod endpoints;
 pub mod error;
 mod handler;
+mod kubelet_proxy;
 mod lifecycle;
-mod metrics;
+mod metrics_api;
 mod monitoring;
 mod object;
 mod pod_admission;
-mod proxy;
 pub mod rbac;
 pub mod registry;
 pub mod request;
@@ -36,7 +37,10 @@ mod virtual_resources;
 mod watch;
 mod webhooks;
 
-pub use proxy::{KubeletClientConfig, KubeletTarget};
+// `webhooks/` (owned by another change) still reaches `host_port` as `crate::proxy::host_port`.
+use kubelet_proxy as proxy;
+
+pub use kubelet_proxy::{KubeletClientConfig, KubeletTarget};
 pub use server::{ServeError, TlsMaterial};
 
 use k1s_store::Store;
@@ -85,7 +89,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     let tls = server::tls_config(&config.tls)?;
     let kubelet = match &config.kubelet_client {
         Some(k) => Some(Arc::new(
-            proxy::KubeletClient::new(k)
+            kubelet_proxy::KubeletClient::new(k)
                 .map_err(|e| ServeError::Tls { what: "kubelet client", message: e.to_string() })?,
         )),
         None => None,
@@ -129,7 +133,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     registry.custom.refresh(&registry.store);
     let aggregator = aggregator::Aggregator::new(config.store.clone(), config.front_proxy.as_ref())
         .map_err(|e| ServeError::Tls { what: "front proxy client", message: e.to_string() })?;
-    let state = Arc::new(handler::State {
+    let state = Arc::new(endpoints::State {
         registry: registry.clone(),
         authn: Box::new(auth::UnionAuthenticator(vec![
             Box::new(auth::X509Authenticator),
@@ -143,7 +147,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         kubelet,
         tokens,
         rbac,
-        metrics: metrics::Cache::default(),
+        metrics_api: metrics_api::Cache::default(),
         monitoring: monitoring::Monitoring::new(config.store.clone()),
         aggregator: aggregator.clone(),
     });

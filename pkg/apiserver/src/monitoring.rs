@@ -20,7 +20,7 @@
 //! for a resource k1s does not serve, or a non-resource path that answers 404, is not counted,
 //! so no client can grow the number of series.
 
-use crate::handler::Body;
+use crate::endpoints::Body;
 use crate::request::RequestInfo;
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};

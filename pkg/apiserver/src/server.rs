@@ -1,7 +1,8 @@
 //! The HTTPS listener: TLS with optional client certificates (verified against the cluster
 //! CA), HTTP/1.1 and HTTP/2 by ALPN, upgrades kept for streaming.
 
-use crate::handler::{self, State};
+use crate::endpoints::State;
+use crate::handler;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -53,7 +53,7 @@ pub fn resolve(store: &Store, namespace: &str, name: &str, port: u16) -> Result<
         .ok_or_else(|| ResolveError::ServiceNotFound { namespace: namespace.into(), name: name.into() })?;
     if svc.pointer("/spec/type").and_then(Value::as_str) == Some("ExternalName") {
         if let Some(host) = svc.pointer("/spec/externalName").and_then(Value::as_str).filter(|h| !h.is_empty()) {
-            return Ok(crate::proxy::host_port(host, port));
+            return Ok(crate::kubelet_proxy::host_port(host, port));
         }
     }
     let port_name = port_name(&svc, port).unwrap_or("");
@@ -71,11 +71,11 @@ pub fn resolve(store: &Store, namespace: &str, name: &str, port: u16) -> Result<
             .flatten()
             .find(|e| e.pointer("/conditions/ready").and_then(Value::as_bool) != Some(false));
         if let Some(ip) = ready.and_then(|e| e.pointer("/addresses/0")).and_then(Value::as_str) {
-            return Ok(crate::proxy::host_port(ip, target_port as u16));
+            return Ok(crate::kubelet_proxy::host_port(ip, target_port as u16));
         }
     }
     match svc.pointer("/spec/clusterIP").and_then(Value::as_str).filter(|ip| !ip.is_empty() && *ip != "None") {
-        Some(ip) => Ok(crate::proxy::host_port(ip, port)),
+        Some(ip) => Ok(crate::kubelet_proxy::host_port(ip, port)),
         None => Err(ResolveError::NoAddress { namespace: namespace.into(), name: name.into() }),
     }
 }

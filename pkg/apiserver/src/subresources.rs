@@ -1,16 +1,17 @@
 //! Subresources with their own shapes: `scale` (autoscaling/v1 Scale), `binding` (the
 //! scheduler's writes of `spec.nodeName`) and `eviction` (policy/v1 Eviction).
 
+use crate::endpoints::body::{decode_body, read_request_body};
+use crate::endpoints::command::Verb;
+use crate::endpoints::reply::respond_json;
+use crate::endpoints::Body;
 use crate::error::ApiError;
-use crate::handler::{decode_body, read_request_body, respond_json, Body, State};
 use crate::object;
-use crate::registry::{Ctx, DeleteOptions, PatchType};
-use crate::request::{Query, RequestInfo};
+use crate::registry::{Ctx, DeleteOptions, PatchType, Registry};
 use http::{Request, Response, StatusCode};
 use k1s_api::selectors::Selector;
 use k1s_api::{FieldError, ResourceInfo};
 use serde_json::{json, Value};
-use std::sync::Arc;
 
 /// A dotted path (`.spec.replicas`) as a JSON pointer (`/spec/replicas`).
 fn pointer(path: &str) -> String {
@@ -92,30 +93,27 @@ fn set_at(obj: &mut Value, at: &str, value: Value) {
 
 /// GET/PUT/PATCH `…/<resource>/<name>/scale`.
 pub async fn scale(
-    state: &Arc<State>,
+    reg: &Registry,
     req: Request<hyper::body::Incoming>,
     ctx: &mut Ctx<'_>,
-    info: &RequestInfo,
-    _query: &Query,
+    verb: Verb,
+    name: &str,
 ) -> Result<Response<Body>, ApiError> {
-    let reg = &state.registry;
     let res = ctx.info;
-    let name = info.name.clone().unwrap_or_default();
-    let ns = info.namespace.clone();
-    match info.verb.as_str() {
-        "get" => {
-            let obj = reg.get(res, ns.as_deref(), &name)?;
+    let ns = ctx.namespace;
+    match verb {
+        Verb::Get => {
+            let obj = reg.get(res, ns, name)?;
             Ok(respond_json(StatusCode::OK, &to_scale(res, &obj)))
         }
-        "update" | "patch" => {
-            let verb = info.verb.clone();
+        Verb::Update | Verb::Patch => {
             let (headers, body) = read_request_body(req).await?;
             let ct = headers
                 .get(http::header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("application/json")
                 .to_string();
-            let input: Value = if verb == "update" {
+            let input: Value = if verb == Verb::Update {
                 decode_body(&headers, &body)?
             } else {
                 serde_json::from_slice(&body)
@@ -123,9 +121,9 @@ pub async fn scale(
             };
             ctx.subresource = None;
             for _ in 0..16 {
-                let obj = reg.get(res, ns.as_deref(), &name)?;
+                let obj = reg.get(res, ns, name)?;
                 let current = to_scale(res, &obj);
-                let wanted = if verb == "update" {
+                let wanted = if verb == Verb::Update {
                     input.clone()
                 } else {
                     match PatchType::from_content_type(&ct) {
@@ -150,7 +148,7 @@ pub async fn scale(
                     return Err(ApiError::invalid(
                         "autoscaling",
                         "Scale",
-                        &name,
+                        name,
                         &[FieldError::invalid("spec.replicas", replicas, "must be greater than or equal to 0")],
                     ));
                 }
@@ -160,32 +158,31 @@ pub async fn scale(
                 if let Some(rv) = &precondition {
                     object::meta_mut(&mut new).insert("resourceVersion".into(), json!(rv));
                 }
-                match reg.update(ctx, &name, new).await {
+                match reg.update(ctx, name, new).await {
                     Ok((updated, _)) => return Ok(respond_json(StatusCode::OK, &to_scale(res, &updated))),
                     Err(e) if e.code == 409 && precondition.is_none() => continue,
                     Err(e) => return Err(e),
                 }
             }
-            Err(ApiError::stale(res.group, res.resource, &name))
+            Err(ApiError::stale(res.group, res.resource, name))
         }
-        other => Err(ApiError::method_not_allowed(other, "scale")),
+        other => Err(ApiError::method_not_allowed(other.as_str(), "scale")),
     }
 }
 
 /// POST `pods/<name>/binding` (or `bindings`): sets `spec.nodeName` once.
+/// (The verb was checked when the request was parsed.)
 pub async fn binding(
-    state: &Arc<State>,
+    reg: &Registry,
     req: Request<hyper::body::Incoming>,
     ctx: &mut Ctx<'_>,
-    info: &RequestInfo,
+    name: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
-    if info.verb != "create" {
-        return Err(ApiError::method_not_allowed(&info.verb, "pods/binding"));
-    }
     let (headers, body) = read_request_body(req).await?;
     let b = decode_body(&headers, &body)?;
-    let pod_name = info.name.clone().unwrap_or_else(|| object::name(&b).to_string());
-    bind(state, ctx, info.namespace.as_deref(), &pod_name, &b).await?;
+    let pod_name = name.map_or_else(|| object::name(&b).to_string(), str::to_string);
+    let ns = ctx.namespace;
+    bind(reg, ctx, ns, &pod_name, &b).await?;
     Ok(respond_json(
         StatusCode::CREATED,
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
@@ -193,7 +190,7 @@ pub async fn binding(
 }
 
 pub(crate) async fn bind(
-    state: &Arc<State>,
+    registry: &Registry,
     ctx: &mut Ctx<'_>,
     ns: Option<&str>,
     pod_name: &str,
@@ -210,7 +207,7 @@ pub(crate) async fn bind(
     ctx.subresource = Some("binding");
     ctx.field_manager = String::new();
     for _ in 0..16 {
-        let pod = state.registry.get(pods, ns, pod_name)?;
+        let pod = registry.get(pods, ns, pod_name)?;
         if let Some(uid) = b.pointer("/metadata/uid").and_then(Value::as_str) {
             if object::meta_str(&pod, "uid") != Some(uid) {
                 return Err(ApiError::conflict("", "pods", pod_name, "the UID in the binding does not match the pod"));
@@ -237,7 +234,7 @@ pub(crate) async fn bind(
             }
         }
         set_scheduled(&mut new);
-        match state.registry.update(ctx, pod_name, new).await {
+        match registry.update(ctx, pod_name, new).await {
             Ok(_) => return Ok(()),
             Err(e) if e.code == 409 && e.reason == "Conflict" => continue,
             Err(e) => return Err(e),
@@ -281,22 +278,19 @@ fn set_scheduled(pod: &mut Value) {
 
 /// POST `pods/<name>/eviction`: deletes the pod (PodDisruptionBudgets are checked by the
 /// disruption controller's status once it runs).
+/// (The verb was checked when the request was parsed.)
 pub async fn eviction(
-    state: &Arc<State>,
+    reg: &Registry,
     req: Request<hyper::body::Incoming>,
     ctx: &mut Ctx<'_>,
-    info: &RequestInfo,
+    name: &str,
 ) -> Result<Response<Body>, ApiError> {
-    if info.verb != "create" {
-        return Err(ApiError::method_not_allowed(&info.verb, "pods/eviction"));
-    }
     let (headers, body) = read_request_body(req).await?;
     let ev = decode_body(&headers, &body)?;
-    let name = info.name.clone().unwrap_or_default();
     let opts = ev.get("deleteOptions").map(DeleteOptions::from_value).unwrap_or_default();
     ctx.subresource = None;
-    crate::disruption::check_eviction(&state.registry, info.namespace.as_deref(), &name).await?;
-    state.registry.delete(ctx, &name, &opts).await?;
+    crate::disruption::check_eviction(reg, ctx.namespace, name).await?;
+    reg.delete(ctx, name, &opts).await?;
     Ok(respond_json(
         StatusCode::CREATED,
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),

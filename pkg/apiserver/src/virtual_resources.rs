@@ -2,8 +2,11 @@
 //! `bindings`.
 
 use crate::auth::{Attributes, Decision, UserInfo};
+use crate::endpoints::body::{decode_body, read_request_body};
+use crate::endpoints::command::Verb;
+use crate::endpoints::reply::respond_json;
+use crate::endpoints::{Body, State};
 use crate::error::ApiError;
-use crate::handler::{decode_body, read_request_body, respond_json, Body, State};
 use crate::registry::{Ctx, FieldValidation};
 use crate::request::RequestInfo;
 use http::{Method, Request, Response, StatusCode};
@@ -90,24 +93,26 @@ pub async fn handle(
     state: &Arc<State>,
     req: Request<hyper::body::Incoming>,
     res: &'static ResourceInfo,
-    info: &RequestInfo,
+    verb: Verb,
+    namespace: Option<&str>,
+    name: Option<&str>,
     user: &UserInfo,
 ) -> Result<Response<Body>, ApiError> {
     if res.resource == "componentstatuses" {
         let item = |n: &str| json!({"metadata": {"name": n}, "conditions": [{"type": "Healthy", "status": "True", "message": "ok"}]});
-        return match (&info.verb[..], &info.name) {
-            ("list", _) => Ok(respond_json(
+        return match (verb, name) {
+            (Verb::List, _) => Ok(respond_json(
                 StatusCode::OK,
                 &json!({"kind": "ComponentStatusList", "apiVersion": "v1", "metadata": {}, "items": [item("controller-manager"), item("scheduler"), item("etcd-0")]}),
             )),
-            ("get", Some(n)) if ["controller-manager", "scheduler", "etcd-0"].contains(&n.as_str()) => {
+            (Verb::Get, Some(n)) if ["controller-manager", "scheduler", "etcd-0"].contains(&n) => {
                 let mut i = item(n);
                 i["kind"] = json!("ComponentStatus");
                 i["apiVersion"] = json!("v1");
                 Ok(respond_json(StatusCode::OK, &i))
             }
-            ("get", Some(n)) => Err(ApiError::not_found("", "componentstatuses", n)),
-            _ => Err(ApiError::method_not_allowed(&info.verb, "componentstatuses")),
+            (Verb::Get, Some(n)) => Err(ApiError::not_found("", "componentstatuses", n)),
+            _ => Err(ApiError::method_not_allowed(verb.as_str(), "componentstatuses")),
         };
     }
     if req.method() != Method::POST {
@@ -230,7 +235,7 @@ pub async fn handle(
             let mut ctx = Ctx {
                 user,
                 info: res,
-                namespace: info.namespace.as_deref(),
+                namespace,
                 subresource: None,
                 dry_run: false,
                 field_manager: "k1s-binding".into(),
@@ -238,7 +243,7 @@ pub async fn handle(
                 warnings: Vec::new(),
             };
             let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
-            crate::subresources::bind(state, &mut ctx, info.namespace.as_deref(), &name, &obj).await?;
+            crate::subresources::bind(&state.registry, &mut ctx, namespace, &name, &obj).await?;
             return Ok(respond_json(
                 StatusCode::CREATED,
                 &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),

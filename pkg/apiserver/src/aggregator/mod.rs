@@ -19,8 +19,8 @@ pub mod client;
 pub mod discovery;
 
 use crate::auth::UserInfo;
+use crate::endpoints::Body;
 use crate::error::ApiError;
-use crate::handler::Body;
 use crate::registry::Registry;
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Request, Response};
@@ -282,7 +282,7 @@ impl Aggregator {
     pub async fn proxy(&self, req: Request<Incoming>, user: &UserInfo, remote: &Remote) -> Response<Body> {
         match self.forward(req, user, remote).await {
             Ok(r) => r,
-            Err(e) => crate::handler::error_response(&e),
+            Err(e) => crate::endpoints::reply::error_response(&e),
         }
     }
 
@@ -299,8 +299,8 @@ impl Aggregator {
             .map_err(|e| ApiError::service_unavailable(e.to_string()))?;
         let method = req.method().clone();
         let uri = req.uri().path_and_query().map_or_else(|| req.uri().path().to_string(), |pq| pq.as_str().to_string());
-        let mut headers = crate::proxy::forwarded_headers(req.headers());
-        let (_, body) = crate::handler::read_request_body(req).await?;
+        let mut headers = crate::kubelet_proxy::forwarded_headers(req.headers());
+        let (_, body) = crate::endpoints::body::read_request_body(req).await?;
         set_identity_headers(&mut headers, user);
         let trust = if remote.insecure { client::Trust::Insecure } else { client::Trust::Bundle(&remote.ca_bundle) };
         let tls = client::tls_config(self.identity.as_ref(), trust)
@@ -318,7 +318,7 @@ impl Aggregator {
             tracing::debug!(apiservice = %remote.name, error = %e, "proxying to an aggregated API failed");
             ApiError::service_unavailable(format!("error trying to reach service: {e}"))
         })?;
-        Ok(crate::proxy::relay_response(resp))
+        Ok(crate::kubelet_proxy::relay_response(resp))
     }
 
     /// `GET <discovery path>` as the aggregator itself (upstream's availability check and
@@ -345,7 +345,7 @@ impl Aggregator {
             }
             let body = http_body_util::BodyExt::collect(http_body_util::Limited::new(
                 resp.into_body(),
-                crate::handler::MAX_BODY,
+                crate::endpoints::body::MAX_BODY,
             ))
             .await
             .map_err(|e| failing(e.to_string()))?

@@ -3,13 +3,13 @@
 
 use super::claims::{Binding, NewToken, ObjectRef};
 use super::{unix_now, Tokens};
+use crate::endpoints::body::{decode_body, read_request_body};
+use crate::endpoints::reply::respond_json;
+use crate::endpoints::Body;
 use crate::error::ApiError;
-use crate::handler::{decode_body, read_request_body, respond_json, Body, State};
-use crate::request::RequestInfo;
 use http::{Request, Response, StatusCode};
 use k1s_api::FieldError;
 use serde_json::{json, Value};
-use std::sync::Arc;
 
 /// Shortest lifetime a token may be asked for.
 pub const MIN_EXPIRATION_SECONDS: i64 = 600;
@@ -32,19 +32,17 @@ fn object_ref(obj: &Value) -> ObjectRef {
     ObjectRef { name: str_at(obj, "/metadata/name").to_string(), uid: str_at(obj, "/metadata/uid").to_string() }
 }
 
+/// Serves the create (the verb was checked when the request was parsed).
 pub(crate) async fn create(
-    state: &Arc<State>,
+    registry: &crate::registry::Registry,
+    tokens: &Tokens,
     req: Request<hyper::body::Incoming>,
-    info: &RequestInfo,
+    namespace: Option<&str>,
+    name: &str,
 ) -> Result<Response<Body>, ApiError> {
-    if info.verb != "create" {
-        return Err(ApiError::method_not_allowed(req.method().as_str(), "serviceaccounts/token"));
-    }
-    let namespace = info.namespace.clone().unwrap_or_default();
-    let name = info.name.clone().unwrap_or_default();
     let (headers, body) = read_request_body(req).await?;
     let body = decode_body(&headers, &body)?;
-    let answer = issue(&state.registry, &state.tokens, &namespace, &name, body)?;
+    let answer = issue(registry, tokens, namespace.unwrap_or_default(), name, body)?;
     Ok(respond_json(StatusCode::CREATED, &answer))
 }
 

@@ -7,10 +7,10 @@
 //! second scrape is taken a second after the first, so the first `kubectl top` answers at once
 //! instead of "metrics not available yet".
 
+use crate::endpoints::reply::respond_json;
+use crate::endpoints::{Body, State};
 use crate::error::ApiError;
-use crate::handler::{respond_json, Body, State};
 use crate::registry::{builtin, ListOptions};
-use crate::request::RequestInfo;
 use http::{HeaderMap, Method, Response, StatusCode};
 use http_body_util::BodyExt;
 use k1s_api::resources::ResourceInfo;
@@ -172,7 +172,8 @@ pub struct Cache {
 async fn scrape(state: &State, node: &Value) -> Result<Scrape, ApiError> {
     let unavailable = |msg: String| ApiError::new(503, "ServiceUnavailable", msg);
     let client = state.kubelet.as_ref().ok_or_else(|| unavailable("the API server has no kubelet client".into()))?;
-    let target = crate::proxy::target_of(node).ok_or_else(|| unavailable("the node has no usable address".into()))?;
+    let target =
+        crate::kubelet_proxy::target_of(node).ok_or_else(|| unavailable("the node has no usable address".into()))?;
     let resp = client
         .send(&target, Method::GET, "/metrics/resource", HeaderMap::new())
         .await
@@ -189,7 +190,7 @@ async fn scrape(state: &State, node: &Value) -> Result<Scrape, ApiError> {
 /// [`RESOLUTION`].
 async fn scrapes(state: &State, node: &Value) -> Result<(Scrape, Scrape), ApiError> {
     let name = node.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
-    let mut nodes = state.metrics.nodes.lock().await;
+    let mut nodes = state.metrics_api.nodes.lock().await;
     let kept = nodes.entry(name).or_default();
     kept.retain(|(at, _)| at.elapsed() < STALE);
     if kept.last().is_none_or(|(at, _)| at.elapsed() >= RESOLUTION) {
@@ -256,14 +257,15 @@ fn pod_metrics(pod: &Value, prev: &Scrape, cur: &Scrape) -> Option<Value> {
 pub(crate) async fn handle(
     state: &State,
     res: &'static ResourceInfo,
-    info: &RequestInfo,
+    namespace: Option<&str>,
+    name: Option<&str>,
     opts: &ListOptions,
 ) -> Result<Response<Body>, ApiError> {
     let pods = res.resource == "pods";
     let source = builtin("", "v1", if pods { "pods" } else { "nodes" })?;
     let kind = if pods { "podmetrics" } else { "nodemetrics" };
-    let objects: Vec<Value> = match &info.name {
-        Some(name) => match state.registry.get(source, info.namespace.as_deref(), name) {
+    let objects: Vec<Value> = match name {
+        Some(name) => match state.registry.get(source, namespace, name) {
             Ok(o) => vec![o],
             // metrics-server names its own resource.
             Err(e) if e.code == 404 => return Err(ApiError::not_found(res.group, kind, name)),
@@ -275,7 +277,7 @@ pub(crate) async fn handle(
                 field_selector: opts.field_selector.clone(),
                 ..Default::default()
             };
-            state.registry.list(source, info.namespace.as_deref(), &all)?.items
+            state.registry.list(source, namespace, &all)?.items
         }
     };
     // Only the nodes asked about (or running the pods asked about) are scraped.
@@ -317,7 +319,7 @@ pub(crate) async fn handle(
         })
         .collect();
     let api_version = res.api_version();
-    if let Some(name) = &info.name {
+    if let Some(name) = name {
         let mut item = items.into_iter().next().ok_or_else(|| ApiError::not_found(res.group, kind, name))?;
         item["kind"] = json!(res.kind);
         item["apiVersion"] = json!(api_version);

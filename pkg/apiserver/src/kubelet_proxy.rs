@@ -1,4 +1,5 @@
-//! Pod subresources the node's kubelet serves: `pods/log`, `pods/exec`, `pods/attach` and
+//! The API server's own proxying (not the `k1s-proxy` crate, which programs nftables for
+//! Services). Pod subresources the node's kubelet serves: `pods/log`, `pods/exec`, `pods/attach` and
 //! `pods/portforward`. The API server looks up the pod and its node, checks what upstream
 //! checks (container name, node assignment, log options), then talks to the kubelet over HTTPS
 //! with its kubelet client certificate:
@@ -26,8 +27,10 @@ mod websocket;
 pub(crate) use backend::{forwarded_headers, relay as relay_response};
 pub use kubelet::{KubeletClientConfig, KubeletClientError, KubeletTarget};
 
+use crate::endpoints::command::Subresource;
+use crate::endpoints::Body;
 use crate::error::ApiError;
-use crate::handler::{Body, State};
+use crate::registry::Registry;
 use crate::request::{Query, RequestInfo};
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
@@ -37,7 +40,6 @@ use k1s_api::FieldError;
 pub(crate) use kubelet::KubeletClient;
 use serde_json::Value;
 use std::convert::Infallible;
-use std::sync::Arc;
 
 /// The kubelet port when a Node does not report one.
 const DEFAULT_KUBELET_PORT: u16 = 10250;
@@ -83,45 +85,50 @@ fn streamed(body: Incoming, what: &'static str) -> Body {
 
 /// Serves the `proxy` subresources of pods, Services and nodes (see [`backend`]).
 pub(crate) async fn proxy(
-    state: &Arc<State>,
+    registry: &Registry,
+    kubelet: Option<&KubeletClient>,
     req: Request<Incoming>,
     info: &RequestInfo,
 ) -> Result<Response<Body>, ApiError> {
-    backend::handle(state, state.kubelet.as_deref(), req, info).await
+    backend::handle(registry, kubelet, req, info).await
 }
 
 /// Serves `pods/{log,exec,attach,portforward}` (the caller routes only those here).
 pub(crate) async fn handle(
-    state: &Arc<State>,
+    registry: &Registry,
+    kubelet: Option<&KubeletClient>,
     req: Request<Incoming>,
     info: &RequestInfo,
     query: &Query,
+    sub: Subresource,
 ) -> Result<Response<Body>, ApiError> {
-    let sub = info.subresource.as_deref().unwrap_or("");
-    let Some(client) = state.kubelet.clone() else {
+    let Some(client) = kubelet else {
         return Err(ApiError::service_unavailable(format!(
-            "the {sub} subresource is served by the node agent, which is not running"
+            "the {} subresource is served by the node agent, which is not running",
+            sub.as_str()
         )));
     };
     match sub {
-        "log" => log(state, &client, req, info, query).await,
-        "exec" => stream(state, &client, req, info, query, Kind::Exec).await,
-        "attach" => stream(state, &client, req, info, query, Kind::Attach).await,
-        "portforward" => stream(state, &client, req, info, query, Kind::PortForward).await,
-        other => Err(ApiError::not_found("", "pods", &format!("{}/{other}", info.name.as_deref().unwrap_or("")))),
+        Subresource::Log => log(registry, client, req, info, query).await,
+        Subresource::Exec => stream(registry, client, req, info, query, Kind::Exec).await,
+        Subresource::Attach => stream(registry, client, req, info, query, Kind::Attach).await,
+        Subresource::PortForward => stream(registry, client, req, info, query, Kind::PortForward).await,
+        other => {
+            Err(ApiError::not_found("", "pods", &format!("{}/{}", info.name.as_deref().unwrap_or(""), other.as_str())))
+        }
     }
 }
 
-fn get_pod(state: &State, info: &RequestInfo) -> Result<Value, ApiError> {
+fn get_pod(registry: &Registry, info: &RequestInfo) -> Result<Value, ApiError> {
     let pods = crate::registry::builtin("", "v1", "pods")?;
-    state.registry.get(pods, info.namespace.as_deref(), info.name.as_deref().unwrap_or(""))
+    registry.get(pods, info.namespace.as_deref(), info.name.as_deref().unwrap_or(""))
 }
 
 /// Where the kubelet of the pod's node listens: its InternalIP (else another address) and the
 /// port it reports in `status.daemonEndpoints`.
-fn kubelet_target(state: &State, node_name: &str) -> Result<KubeletTarget, ApiError> {
+fn kubelet_target(registry: &Registry, node_name: &str) -> Result<KubeletTarget, ApiError> {
     let nodes = crate::registry::builtin("", "v1", "nodes")?;
-    let node = state.registry.get(nodes, None, node_name)?;
+    let node = registry.get(nodes, None, node_name)?;
     target_of(&node).ok_or_else(|| ApiError::bad_request(format!("node {node_name} has no usable address")))
 }
 
@@ -402,7 +409,7 @@ fn dial_error(e: KubeletClientError) -> ApiError {
 }
 
 async fn log(
-    state: &State,
+    registry: &Registry,
     client: &KubeletClient,
     req: Request<Incoming>,
     info: &RequestInfo,
@@ -411,7 +418,7 @@ async fn log(
     if req.method() != Method::GET {
         return Err(ApiError::method_not_allowed(req.method().as_str(), "pods/log"));
     }
-    let pod = get_pod(state, info)?;
+    let pod = get_pod(registry, info)?;
     let name = pod_name(&pod).to_string();
     let container = log_container(&pod, query.get("container"))?;
     let (kubelet_query, _follow, previous) = log_query(query, &name)?;
@@ -421,7 +428,7 @@ async fn log(
         return Ok(full(StatusCode::OK, plain, Bytes::new()));
     };
     check_log_status(&pod, &container, previous)?;
-    let target = kubelet_target(state, node)?;
+    let target = kubelet_target(registry, node)?;
     let ns = info.namespace.as_deref().unwrap_or("");
     let mut path = format!("/containerLogs/{}/{}/{}", segment(ns), segment(&name), segment(&container));
     if !kubelet_query.is_empty() {
@@ -504,7 +511,7 @@ async fn relay(resp: Response<Incoming>) -> Response<Body> {
 }
 
 async fn stream(
-    state: &State,
+    registry: &Registry,
     client: &KubeletClient,
     mut req: Request<Incoming>,
     info: &RequestInfo,
@@ -514,7 +521,7 @@ async fn stream(
     if !matches!(*req.method(), Method::GET | Method::POST) {
         return Err(ApiError::method_not_allowed(req.method().as_str(), &format!("pods/{}", kind.subresource())));
     }
-    let pod = get_pod(state, info)?;
+    let pod = get_pod(registry, info)?;
     let name = pod_name(&pod).to_string();
     let container = match kind {
         Kind::PortForward => None,
@@ -538,7 +545,7 @@ async fn stream(
     if !websocket::is_upgrade(&headers) {
         return Err(ApiError::bad_request("Upgrade request required"));
     }
-    let target = kubelet_target(state, node)?;
+    let target = kubelet_target(registry, node)?;
     let offered = websocket::offered_protocols(&headers);
     let client_upgrade = hyper::upgrade::on(&mut req);
     drop(req);

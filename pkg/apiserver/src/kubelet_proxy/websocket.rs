@@ -1,7 +1,7 @@
 //! The server side of a WebSocket handshake (RFC 6455) on a hyper request, and the message
 //! loop helpers the stream translator and the port-forward tunnel share.
 
-use crate::handler::Body;
+use crate::endpoints::Body;
 use bytes::Bytes;
 use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt, StreamExt};

@@ -5,10 +5,10 @@
 //! upstream's do; only `http` is proxied to pods and Services.
 
 use super::{host_port, kubelet_target, KubeletClient};
+use crate::endpoints::Body;
 use crate::error::ApiError;
-use crate::handler::{Body, State};
 use crate::registry::builtin;
-use crate::registry::ListOptions;
+use crate::registry::{ListOptions, Registry};
 use crate::request::RequestInfo;
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Request, Response};
@@ -85,7 +85,7 @@ fn pod_address(pod: &Value, port: &str) -> Result<String, ApiError> {
 
 /// A ready endpoint of the Service's port (`port`: its name or number; empty for a Service with
 /// one port), picked at random as upstream does.
-fn service_address(state: &State, namespace: &str, service: &Value, port: &str) -> Result<String, ApiError> {
+fn service_address(registry: &Registry, namespace: &str, service: &Value, port: &str) -> Result<String, ApiError> {
     let name = service.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
     let ports: Vec<&Value> = service.pointer("/spec/ports").and_then(Value::as_array).into_iter().flatten().collect();
     let chosen = if port.is_empty() && ports.len() == 1 {
@@ -105,7 +105,7 @@ fn service_address(state: &State, namespace: &str, service: &Value, port: &str) 
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let opts = ListOptions { label_selector: selector, ..Default::default() };
     let mut candidates = Vec::new();
-    for slice in state.registry.list(slices, Some(namespace), &opts)?.items {
+    for slice in registry.list(slices, Some(namespace), &opts)?.items {
         let Some(number) = slice
             .get("ports")
             .and_then(Value::as_array)
@@ -191,7 +191,7 @@ async fn send_http(
 
 /// Serves `pods/proxy`, `services/proxy` and `nodes/proxy`.
 pub(crate) async fn handle(
-    state: &State,
+    registry: &Registry,
     kubelet: Option<&KubeletClient>,
     req: Request<Incoming>,
     info: &RequestInfo,
@@ -211,7 +211,7 @@ pub(crate) async fn handle(
         if method != http::Method::GET {
             return Err(ApiError::method_not_allowed(method.as_str(), "nodes/proxy"));
         }
-        let mut target = kubelet_target(state, name)?;
+        let mut target = kubelet_target(registry, name)?;
         if let Ok(p) = port.parse::<u16>() {
             target.port = p;
         }
@@ -224,12 +224,12 @@ pub(crate) async fn handle(
     if !scheme.is_empty() && scheme != "http" {
         return Err(ApiError::service_unavailable(format!("the {scheme} scheme is not proxied by k1s, only http")));
     }
-    let (_, body) = crate::handler::read_request_body(req).await?;
+    let (_, body) = crate::endpoints::body::read_request_body(req).await?;
     let addr = match info.resource.as_str() {
-        "pods" => pod_address(&state.registry.get(builtin("", "v1", "pods")?, namespace, name)?, port)?,
+        "pods" => pod_address(&registry.get(builtin("", "v1", "pods")?, namespace, name)?, port)?,
         _ => {
-            let svc = state.registry.get(builtin("", "v1", "services")?, namespace, name)?;
-            service_address(state, namespace.unwrap_or("default"), &svc, port)?
+            let svc = registry.get(builtin("", "v1", "services")?, namespace, name)?;
+            service_address(registry, namespace.unwrap_or("default"), &svc, port)?
         }
     };
     Ok(relay(send_http(&addr, method, &uri, headers, body).await?))
