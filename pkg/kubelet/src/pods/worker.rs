@@ -12,12 +12,16 @@ use crate::Shared;
 use k1s_cri::v1 as cri;
 use k1s_runtime::events::EventType::{Normal, Warning};
 use k8s_openapi::api::core::v1::{Container, ObjectReference, Pod};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::{json, Value};
+
+pub mod api;
+
+use api::{PodApi, PodApiError};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 
 /// How often a worker looks at its containers when nothing else wakes it (upstream's PLEG relist).
 const RESYNC: Duration = Duration::from_secs(1);
@@ -42,6 +46,7 @@ struct Sandbox {
 
 struct Worker {
     shared: Arc<Shared>,
+    api: Arc<dyn PodApi>,
     volumes: Arc<VolumeManager>,
     uid: String,
     sandbox: Option<Sandbox>,
@@ -75,21 +80,33 @@ struct Worker {
 }
 
 /// Runs the worker for one pod until it is gone from the API and from the runtime.
-pub async fn run(shared: Arc<Shared>, volumes: Arc<VolumeManager>, uid: String, rx: watch::Receiver<Update>) {
+pub async fn run(
+    shared: Arc<Shared>,
+    api: Arc<dyn PodApi>,
+    volumes: Arc<VolumeManager>,
+    uid: String,
+    rx: watch::Receiver<Update>,
+) {
     use tracing::Instrument as _;
     let span = tracing::info_span!("pod", uid = %uid);
-    run_worker(shared, volumes, uid, rx).instrument(span).await
+    run_worker(shared, api, volumes, uid, rx).instrument(span).await
 }
 
-async fn run_worker(shared: Arc<Shared>, volumes: Arc<VolumeManager>, uid: String, mut rx: watch::Receiver<Update>) {
-    let mut w = Worker::new(shared.clone(), volumes, uid);
+async fn run_worker(
+    shared: Arc<Shared>,
+    api: Arc<dyn PodApi>,
+    volumes: Arc<VolumeManager>,
+    uid: String,
+    mut rx: watch::Receiver<Update>,
+) {
+    let mut w = Worker::new(shared.clone(), api, volumes, uid);
     loop {
         let update = rx.borrow_and_update().clone();
         let wake = w.sync(&update).await;
         if w.finished {
             break;
         }
-        let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(wake));
+        let sleep = tokio::time::sleep_until(wake);
         tokio::select! {
             _ = shared.cancel.cancelled() => break,
             r = rx.changed() => {
@@ -159,10 +176,11 @@ fn all_containers(pod: &Pod) -> (Vec<Container>, Vec<Container>) {
 }
 
 impl Worker {
-    fn new(shared: Arc<Shared>, volumes: Arc<VolumeManager>, uid: String) -> Worker {
+    fn new(shared: Arc<Shared>, api: Arc<dyn PodApi>, volumes: Arc<VolumeManager>, uid: String) -> Worker {
         let (probe_tx, probe_rx) = mpsc::channel(64);
         Worker {
             shared,
+            api,
             volumes,
             uid,
             sandbox: None,
@@ -341,7 +359,7 @@ impl Worker {
         }
         if self.volumes_synced_at.is_some_and(|t| t.elapsed() > VOLUME_RESYNC) {
             if let Some(p) = &self.prepared {
-                if let Err(e) = self.volumes.resync(&self.shared.client, &pod, p).await {
+                if let Err(e) = self.volumes.resync_with(self.api.objects(), &pod, p).await {
                     tracing::debug!(error = %e, "volume resync failed");
                 }
             }
@@ -422,7 +440,7 @@ impl Worker {
                     .map(|n| n.ip)
                     .filter(|ip| !ip.is_empty());
                 if attempt > 0 {
-                    self.shared.event(
+                    self.api.event(
                         &pod_ref(pod),
                         Normal,
                         "SandboxChanged",
@@ -438,7 +456,7 @@ impl Worker {
                 self.sandbox_failed_at = Some(Instant::now());
                 let msg = format!("Failed to create pod sandbox: {e}");
                 tracing::warn!(pod = pod_name(pod), error = %e, "RunPodSandbox failed");
-                self.shared.event(&pod_ref(pod), Warning, "FailedCreatePodSandBox", &msg);
+                self.api.event(&pod_ref(pod), Warning, "FailedCreatePodSandBox", &msg);
                 false
             }
         }
@@ -448,14 +466,14 @@ impl Worker {
         if self.prepared.is_some() {
             return true;
         }
-        match self.volumes.prepare(&self.shared.client, pod).await {
+        match self.volumes.prepare_with(self.api.objects(), pod).await {
             Ok(p) => {
                 self.prepared = Some(p);
                 self.volumes_synced_at = Some(Instant::now());
                 true
             }
             Err(e) => {
-                self.shared.event(&pod_ref(pod), Warning, "FailedMount", &e.to_string());
+                self.api.event(&pod_ref(pod), Warning, "FailedMount", &e.to_string());
                 false
             }
         }
@@ -535,7 +553,7 @@ impl Worker {
                 self.uid
             );
             if self.waiting.get(&c.name).map(|w| w.0.as_str()) != Some("CrashLoopBackOff") {
-                self.shared.event(
+                self.api.event(
                     &container_ref(pod, &c.name),
                     Warning,
                     "BackOff",
@@ -566,12 +584,7 @@ impl Worker {
                     _ => {
                         let msg = format!("unable to find target container {t}");
                         if self.waiting.get(&c.name).map(|w| w.1.as_str()) != Some(msg.as_str()) {
-                            self.shared.event(
-                                &container_ref(pod, &c.name),
-                                Warning,
-                                "Failed",
-                                &format!("Error: {msg}"),
-                            );
+                            self.api.event(&container_ref(pod, &c.name), Warning, "Failed", &format!("Error: {msg}"));
                         }
                         self.waiting.insert(c.name.clone(), ("CreateContainerConfigError".into(), msg));
                         let retry = Instant::now() + Duration::from_secs(1);
@@ -607,7 +620,7 @@ impl Worker {
             if self.pull_backoff.in_backoff_since(&pull_key, t, Instant::now()) {
                 let msg = format!("Back-off pulling image \"{image}\"");
                 if self.waiting.get(&c.name).map(|w| w.0.as_str()) != Some("ImagePullBackOff") {
-                    self.shared.event(&container_ref(pod, &c.name), Normal, "BackOff", &msg);
+                    self.api.event(&container_ref(pod, &c.name), Normal, "BackOff", &msg);
                 }
                 self.waiting.insert(c.name.clone(), ("ImagePullBackOff".into(), msg));
                 return Some(t + self.pull_backoff.delay(&pull_key));
@@ -635,7 +648,8 @@ impl Worker {
                     return Some(Instant::now() + self.pull_backoff.delay(&pull_key));
                 }
             };
-        let source = super::volumes::ApiSource::new(self.shared.client.clone());
+        let api = self.api.clone();
+        let source = api.objects();
         let env_ctx = super::env::EnvContext {
             node_allocatable: self.allocatable(),
             pod_ips: self.sandbox.as_ref().and_then(|s| s.ip.clone()).into_iter().collect(),
@@ -643,14 +657,14 @@ impl Worker {
         };
         let enable_service_links = pod.spec.as_ref().and_then(|s| s.enable_service_links).unwrap_or(true);
         let envs = match self.shared.services.env(spec::pod_namespace(pod), enable_service_links).await {
-            Ok(service_env) => super::env::container_env(&source, pod, c, &service_env, &env_ctx).await,
+            Ok(service_env) => super::env::container_env(source, pod, c, &service_env, &env_ctx).await,
             Err(e) => Err(e.into()),
         };
         let envs = match envs {
             Ok(e) => e,
             Err(e) => {
                 let msg = e.to_string();
-                self.shared.event(&container_ref(pod, &c.name), Warning, "Failed", &format!("Error: {msg}"));
+                self.api.event(&container_ref(pod, &c.name), Warning, "Failed", &format!("Error: {msg}"));
                 self.waiting.insert(c.name.clone(), ("CreateContainerConfigError".into(), msg));
                 return Some(Instant::now() + Duration::from_secs(2));
             }
@@ -694,27 +708,27 @@ impl Worker {
             Ok(r) => r.container_id,
             Err(e) => {
                 let msg = e.to_string();
-                self.shared.event(&container_ref(pod, &c.name), Warning, "Failed", &format!("Error: {msg}"));
+                self.api.event(&container_ref(pod, &c.name), Warning, "Failed", &format!("Error: {msg}"));
                 self.waiting.insert(c.name.clone(), ("CreateContainerError".into(), msg));
                 return Some(Instant::now() + Duration::from_secs(2));
             }
         };
-        self.shared.event(&container_ref(pod, &c.name), Normal, "Created", &format!("Created container: {}", c.name));
+        self.api.event(&container_ref(pod, &c.name), Normal, "Created", &format!("Created container: {}", c.name));
         let started = rt.start_container(cri::StartContainerRequest { container_id: id.clone() }).await;
         drop(slot);
         if let Err(e) = started {
             let msg = e.to_string();
-            self.shared.event(&container_ref(pod, &c.name), Warning, "Failed", &format!("Error: {msg}"));
+            self.api.event(&container_ref(pod, &c.name), Warning, "Failed", &format!("Error: {msg}"));
             self.waiting.insert(c.name.clone(), ("RunContainerError".into(), msg));
             return Some(Instant::now() + Duration::from_secs(2));
         }
-        self.shared.event(&container_ref(pod, &c.name), Normal, "Started", &format!("Started container {}", c.name));
+        self.api.event(&container_ref(pod, &c.name), Normal, "Started", &format!("Started container {}", c.name));
         self.waiting.remove(&c.name);
         if let Some(h) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) {
             let target = self.probe_target(c, &id);
             if let Err(f) = super::hooks::run_hook(rt.as_ref(), h, &target, Duration::from_secs(30)).await {
                 let msg = f.event_message(&c.name, &pod_desc(pod));
-                self.shared.event(&container_ref(pod, &c.name), Warning, "FailedPostStartHook", &msg);
+                self.api.event(&container_ref(pod, &c.name), Warning, "FailedPostStartHook", &msg);
                 let _ = rt.stop_container(cri::StopContainerRequest { container_id: id.clone(), timeout: 0 }).await;
             }
         }
@@ -778,11 +792,9 @@ impl Worker {
             .into_iter()
             .map(|r| r.name)
             .collect();
-        let api: Api<k8s_openapi::api::core::v1::Secret> =
-            Api::namespaced(self.shared.client.clone(), pod_namespace(pod));
         let mut out = Vec::new();
         for n in names {
-            if let Ok(s) = api.get(&n).await {
+            if let Ok(s) = self.api.objects().secret(pod_namespace(pod), &n).await {
                 if let Ok(v) = serde_json::to_value(&s) {
                     out.push(v);
                 }
@@ -849,7 +861,7 @@ impl Worker {
     async fn on_probe(&mut self, u: ProbeUpdate) {
         if let Some(ev) = u.event() {
             if let Some(r) = self.current_pod_ref(&u.container_name) {
-                self.shared.event(&r, Warning, ev.reason, &ev.message);
+                self.api.event(&r, Warning, ev.reason, &ev.message);
             }
         }
         let result = match u.result {
@@ -871,7 +883,7 @@ impl Worker {
         } else {
             format!("Container {} failed liveness probe, will be restarted", c.name)
         };
-        self.shared.event(&container_ref(pod, &c.name), Normal, "Killing", &msg);
+        self.api.event(&container_ref(pod, &c.name), Normal, "Killing", &msg);
         self.stop_probes(&c.name);
         self.probe_results.retain(|(id, _), _| id != &s.id);
         let grace = pod.spec.as_ref().and_then(|sp| sp.termination_grace_period_seconds).unwrap_or(30);
@@ -886,7 +898,7 @@ impl Worker {
             let budget = Duration::from_secs(grace.max(1) as u64);
             if let Err(f) = super::hooks::run_hook(self.shared.runtime.as_ref(), h, &target, budget).await {
                 let msg = f.event_message(&c.name, &pod_desc(pod));
-                self.shared.event(&container_ref(pod, &c.name), Warning, "FailedPreStopHook", &msg);
+                self.api.event(&container_ref(pod, &c.name), Warning, "FailedPreStopHook", &msg);
             }
         }
         let left = (grace - started.elapsed().as_secs() as i64).max(2);
@@ -910,7 +922,7 @@ impl Worker {
                 if is_state(s, cri::ContainerState::ContainerRunning)
                     || is_state(s, cri::ContainerState::ContainerCreated)
                 {
-                    self.shared.event(
+                    self.api.event(
                         &container_ref(pod, &c.name),
                         Normal,
                         "Killing",
@@ -968,15 +980,9 @@ impl Worker {
         // Final status, then the object goes (the kubelet's grace-0 delete).
         self.refresh(pod).await;
         self.push_status(pod, true).await;
-        let api: Api<Pod> = Api::namespaced(self.shared.client.clone(), pod_namespace(pod));
-        let dp = DeleteParams {
-            grace_period_seconds: Some(0),
-            preconditions: Some(Preconditions { uid: Some(self.uid.clone()), resource_version: None }),
-            ..Default::default()
-        };
-        match api.delete(pod_name(pod), &dp).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => self.finished = true,
+        match self.api.delete_terminated(pod_namespace(pod), pod_name(pod), &self.uid).await {
+            Ok(()) => {}
+            Err(PodApiError::NotFound { .. } | PodApiError::Conflict { .. }) => self.finished = true,
             Err(e) => tracing::warn!(error = %e, "deleting terminated pod failed"),
         }
     }
@@ -1090,11 +1096,10 @@ impl Worker {
         if self.last_status.as_ref().is_some_and(|s| same_ignoring_heartbeat(s, &status)) {
             return;
         }
-        let api: Api<Pod> = Api::namespaced(self.shared.client.clone(), pod_namespace(pod));
         let patch = json!({"metadata": {"uid": self.uid}, "status": status});
-        match api.patch_status(pod_name(pod), &PatchParams::default(), &Patch::Merge(&patch)).await {
-            Ok(_) => self.last_status = Some(status),
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
+        match self.api.patch_status(pod_namespace(pod), pod_name(pod), &patch).await {
+            Ok(()) => self.last_status = Some(status),
+            Err(PodApiError::NotFound { .. }) => {}
             Err(e) => tracing::warn!(error = %e, pod = pod_name(pod), "updating pod status failed"),
         }
     }
