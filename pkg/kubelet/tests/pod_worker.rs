@@ -280,6 +280,27 @@ async fn container_that_exits_is_not_restarted_with_restart_policy_never() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn image_that_cannot_be_pulled_waits_in_err_image_pull_then_image_pull_back_off() {
+    let node = Node::new();
+    let image = "127.0.0.1:5000/does-not-exist:1";
+    let pod = pod(json!({"image": image}), json!({}));
+    let kubelet = node.start_worker(&pod);
+    let waiting = |reason: &'static str| {
+        let api = kubelet.api.clone();
+        move || {
+            let w = app_status(&api)["state"]["waiting"].clone();
+            (w["reason"] == reason).then_some(w)
+        }
+    };
+    let err = eventually("ErrImagePull", waiting("ErrImagePull")).await;
+    assert!(err["message"].as_str().is_some_and(|m| !m.is_empty()), "{err}");
+    let back_off = eventually("ImagePullBackOff", waiting("ImagePullBackOff")).await;
+    assert_eq!(back_off["message"], format!("Back-off pulling image \"{image}\""));
+    assert_eq!(node.creates_of("app"), 0);
+    assert_eq!(kubelet.api.last_status()["phase"], "Pending");
+}
+
+#[tokio::test(start_paused = true)]
 async fn failing_liveness_probe_restarts_the_container_with_the_probes_grace_period() {
     let node = Node::new();
     let probe = ["cat", "/tmp/healthy"];
@@ -347,6 +368,9 @@ async fn deleted_pod_runs_pre_stop_then_stops_with_its_grace_period_and_is_remov
     assert_eq!(node.fake.count(CriOp::RemovePodSandbox), 1);
     let killing = kubelet.api.events_with_reason("Killing");
     assert_eq!(killing.iter().map(|e| e.message.as_str()).collect::<Vec<_>>(), ["Stopping container app"]);
+    let app = app_status(&kubelet.api);
+    assert_eq!(app["state"]["terminated"]["exitCode"], 143, "the final status shows how app ended: {app}");
+    assert_eq!(app["ready"], false);
 
     // The API confirms the removal: the worker ends.
     kubelet.send(&deleted, true);

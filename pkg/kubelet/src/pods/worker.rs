@@ -38,6 +38,97 @@ fn ns_to_rfc3339(ns: i64) -> Option<String> {
     jiff::Timestamp::from_nanosecond(ns as i128).ok().map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
 }
 
+/// Where the worker is in the pod's life, as upstream's pod workers: syncing ▶ terminating ▶
+/// terminated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PodState {
+    /// Making the runtime match the spec.
+    Syncing,
+    /// Stopping the pod's containers: each has until `deadline` (its preStop hook included).
+    Terminating { deadline: Instant },
+    /// Nothing of the pod runs any more; `left` says what is still on the node.
+    Terminated { left: Remains },
+}
+
+/// What a terminated pod leaves on the node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Remains {
+    /// A finished pod (phase Succeeded or Failed) not yet deleted: its exited containers (for
+    /// `kubectl logs`), its stopped sandbox and its volumes.
+    Stopped,
+    /// A deleted pod: containers, sandbox, cgroup and volumes are removed.
+    Nothing,
+}
+
+/// Why a container is not running: its status's `state.waiting.reason`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitingReason {
+    /// Its image is being pulled or it is being created.
+    ContainerCreating,
+    /// It exited and waits for its restart back-off.
+    CrashLoopBackOff,
+    /// Its image could not be pulled.
+    ErrImagePull,
+    /// Its image is absent and its pull policy is Never.
+    ErrImageNeverPull,
+    /// Its image pull failed and waits for its back-off.
+    ImagePullBackOff,
+    /// Its environment, mounts or target container could not be resolved.
+    CreateContainerConfigError,
+    /// CreateContainer failed.
+    CreateContainerError,
+    /// StartContainer failed.
+    RunContainerError,
+}
+
+impl WaitingReason {
+    /// The reason as upstream's kubelet spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitingReason::ContainerCreating => "ContainerCreating",
+            WaitingReason::CrashLoopBackOff => "CrashLoopBackOff",
+            WaitingReason::ErrImagePull => "ErrImagePull",
+            WaitingReason::ErrImageNeverPull => "ErrImageNeverPull",
+            WaitingReason::ImagePullBackOff => "ImagePullBackOff",
+            WaitingReason::CreateContainerConfigError => "CreateContainerConfigError",
+            WaitingReason::CreateContainerError => "CreateContainerError",
+            WaitingReason::RunContainerError => "RunContainerError",
+        }
+    }
+}
+
+/// A container's waiting reason and its message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Waiting {
+    reason: WaitingReason,
+    message: String,
+}
+
+/// The value of a CRI call, or `None` after logging its error (in the pod's span): the worker
+/// goes on and the next sync retries what still matters. An object already gone is no failure.
+fn logged<T>(result: k1s_cri::CriResult<T>, call: &'static str, id: &str) -> Option<T> {
+    match result {
+        Ok(v) => Some(v),
+        Err(e) if e.is_not_found() => {
+            tracing::debug!(error = %e, call, id, "CRI object already gone");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, call, id, "CRI call failed");
+            None
+        }
+    }
+}
+
+/// Logs a failed file operation on the pod's kubelet-managed files.
+fn logged_io(result: std::io::Result<()>, op: &'static str, path: &std::path::Path) {
+    if let Err(e) = result {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(error = %e, op, path = %path.display(), "pod file operation failed");
+        }
+    }
+}
+
 struct Sandbox {
     id: String,
     ip: Option<String>,
@@ -55,7 +146,7 @@ struct Worker {
     /// Latest instance of each container (by name) and the one before it.
     runtime: HashMap<String, (Option<cri::ContainerStatus>, Option<cri::ContainerStatus>)>,
     /// Why a container is not running, by name.
-    waiting: HashMap<String, (String, String)>,
+    waiting: HashMap<String, Waiting>,
     /// The last instance seen of each ephemeral container: ephemeral containers run once, so
     /// one that ran (even in a sandbox since replaced) is never started again.
     ephemeral_ran: HashMap<String, cri::ContainerStatus>,
@@ -70,10 +161,7 @@ struct Worker {
     probe_rx: mpsc::Receiver<ProbeUpdate>,
     start_time: Option<String>,
     last_status: Option<Value>,
-    torn_down: bool,
-    /// The sandbox of a finished pod was stopped (its containers are kept for logs).
-    sandbox_stopped: bool,
-    finished: bool,
+    state: PodState,
     sandbox_failed_at: Option<Instant>,
     host_resolv: String,
     last_pod: Option<Pod>,
@@ -102,10 +190,7 @@ async fn run_worker(
     let mut w = Worker::new(shared.clone(), api, volumes, uid);
     loop {
         let update = rx.borrow_and_update().clone();
-        let wake = w.sync(&update).await;
-        if w.finished {
-            break;
-        }
+        let Some(wake) = w.sync(&update).await else { break };
         let sleep = tokio::time::sleep_until(wake);
         tokio::select! {
             _ = shared.cancel.cancelled() => break,
@@ -199,24 +284,26 @@ impl Worker {
             probe_rx,
             start_time: None,
             last_status: None,
-            torn_down: false,
-            sandbox_stopped: false,
-            finished: false,
+            state: PodState::Syncing,
             sandbox_failed_at: None,
             host_resolv: std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default(),
             last_pod: None,
         }
     }
 
+    fn set_waiting(&mut self, name: &str, reason: WaitingReason, message: String) {
+        self.waiting.insert(name.to_string(), Waiting { reason, message });
+    }
+
     fn deleting(pod: &Pod) -> bool {
         pod.metadata.deletion_timestamp.is_some()
     }
 
-    async fn sync(&mut self, u: &Update) -> Instant {
+    /// One pass over the pod; when to look again, or `None` when the worker is done.
+    async fn sync(&mut self, u: &Update) -> Option<Instant> {
         let pod = u.pod.clone();
         if u.removed || Self::deleting(&pod) {
-            self.terminate(&pod, u.removed).await;
-            return Instant::now() + RESYNC;
+            return self.terminate(&pod, u.removed).await;
         }
         if self.start_time.is_none() {
             self.start_time = pod
@@ -237,29 +324,32 @@ impl Worker {
         if terminal {
             // Finished pods keep their status and their exited containers (for `kubectl logs`)
             // until they are deleted; the sandbox stops, giving its IP back.
-            if !self.sandbox_stopped {
+            if self.state == PodState::Syncing {
                 self.refresh(&pod).await;
-                self.kill_containers(&pod, 0).await;
+                let deadline = Instant::now();
+                self.state = PodState::Terminating { deadline };
+                self.kill_containers(&pod, deadline).await;
                 if let Some(sb) = &self.sandbox {
-                    let _ = self
+                    let stopped = self
                         .shared
                         .runtime
                         .stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: sb.id.clone() })
                         .await;
+                    logged(stopped, "StopPodSandbox", &sb.id);
                 }
-                self.sandbox_stopped = true;
+                self.state = PodState::Terminated { left: Remains::Stopped };
                 self.push_status(&pod, true).await;
             }
-            return Instant::now() + Duration::from_secs(3600);
+            return Some(Instant::now() + Duration::from_secs(3600));
         }
         let mut wake = Instant::now() + RESYNC;
         if !self.ensure_sandbox(&pod).await {
             self.push_status(&pod, false).await;
-            return Instant::now() + Duration::from_secs(2);
+            return Some(Instant::now() + Duration::from_secs(2));
         }
         if !self.ensure_volumes(&pod).await {
             self.push_status(&pod, false).await;
-            return Instant::now() + Duration::from_secs(2);
+            return Some(Instant::now() + Duration::from_secs(2));
         }
         self.refresh(&pod).await;
         // Ephemeral containers first, as upstream: they may debug a pod whose init containers fail.
@@ -280,7 +370,7 @@ impl Worker {
                 }
                 Some(s) if is_state(&s, cri::ContainerState::ContainerRunning) => {
                     if sidecar {
-                        self.ensure_probes(&pod, c, &s.id);
+                        self.ensure_probes(c, &s.id);
                         continue;
                     }
                     init_done = false;
@@ -316,7 +406,7 @@ impl Worker {
                 match cur {
                     Some(s) if is_state(&s, cri::ContainerState::ContainerRunning) => {
                         self.waiting.remove(&c.name);
-                        self.ensure_probes(&pod, c, &s.id);
+                        self.ensure_probes(c, &s.id);
                         if self.probe_results.get(&(s.id.clone(), ProbeKind::Liveness)) == Some(&ProbeResult::Failure)
                             || self.probe_results.get(&(s.id.clone(), ProbeKind::Startup))
                                 == Some(&ProbeResult::Failure)
@@ -342,11 +432,12 @@ impl Worker {
                     }
                     Some(s) if is_state(&s, cri::ContainerState::ContainerCreated) => {
                         // Created but never started (a start failed): remove and retry.
-                        let _ = self
+                        let removed = self
                             .shared
                             .runtime
                             .remove_container(cri::RemoveContainerRequest { container_id: s.id.clone() })
                             .await;
+                        logged(removed, "RemoveContainer", &s.id);
                         self.runtime.remove(&c.name);
                     }
                     _ => {
@@ -367,7 +458,7 @@ impl Worker {
         }
         self.refresh(&pod).await;
         self.push_status(&pod, false).await;
-        wake
+        Some(wake)
     }
 
     /// Finds or creates a ready sandbox; false while it cannot be had.
@@ -383,8 +474,9 @@ impl Worker {
                 }
                 _ => {
                     tracing::info!(pod = pod_name(pod), "sandbox is not ready; recreating it");
-                    self.kill_containers(pod, 2).await;
-                    let _ = rt.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: id }).await;
+                    self.kill_containers(pod, Instant::now() + Duration::from_secs(2)).await;
+                    let stopped = rt.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: id.clone() }).await;
+                    logged(stopped, "StopPodSandbox", &id);
                 }
             }
         }
@@ -393,19 +485,20 @@ impl Worker {
             // Adopt what the runtime still runs for this pod (kubelet restart).
             let mut filter = cri::PodSandboxFilter::default();
             filter.label_selector.insert(spec::LABEL_POD_UID.into(), self.uid.clone());
-            if let Ok(list) = rt.list_pod_sandbox(cri::ListPodSandboxRequest { filter: Some(filter) }).await {
+            let listed = rt.list_pod_sandbox(cri::ListPodSandboxRequest { filter: Some(filter) }).await;
+            if let Some(list) = logged(listed, "ListPodSandbox", &self.uid) {
                 let mut items = list.items;
                 items.sort_by_key(|s| std::cmp::Reverse(s.created_at));
                 if let Some(s) = items.first() {
                     attempt = s.metadata.as_ref().map(|m| m.attempt + 1).unwrap_or(0);
                     if s.state == cri::PodSandboxState::SandboxReady as i32 {
-                        let ip = rt
+                        let status = rt
                             .pod_sandbox_status(cri::PodSandboxStatusRequest {
                                 pod_sandbox_id: s.id.clone(),
                                 verbose: false,
                             })
-                            .await
-                            .ok()
+                            .await;
+                        let ip = logged(status, "PodSandboxStatus", &s.id)
                             .and_then(|r| r.status)
                             .and_then(|st| st.network)
                             .map(|n| n.ip)
@@ -423,18 +516,19 @@ impl Worker {
             return false;
         }
         let cfg = spec::sandbox_config(&self.shared.config, pod, attempt, &self.host_resolv);
-        let _ = std::fs::create_dir_all(&cfg.log_directory);
+        let log_dir = std::path::PathBuf::from(&cfg.log_directory);
+        logged_io(std::fs::create_dir_all(&log_dir), "creating", &log_dir);
         let _slot = self.shared.start_slots.acquire().await;
         match rt.run_pod_sandbox(cri::RunPodSandboxRequest { config: Some(cfg), runtime_handler: String::new() }).await
         {
             Ok(r) => {
-                let ip = rt
+                let status = rt
                     .pod_sandbox_status(cri::PodSandboxStatusRequest {
                         pod_sandbox_id: r.pod_sandbox_id.clone(),
                         verbose: false,
                     })
-                    .await
-                    .ok()
+                    .await;
+                let ip = logged(status, "PodSandboxStatus", &r.pod_sandbox_id)
                     .and_then(|r| r.status)
                     .and_then(|st| st.network)
                     .map(|n| n.ip)
@@ -487,7 +581,7 @@ impl Worker {
         {
             Ok(l) => l.containers,
             Err(e) => {
-                tracing::debug!(error = %e, "ListContainers failed");
+                tracing::warn!(error = %e, call = "ListContainers", id = %sb.id, "CRI call failed");
                 return;
             }
         };
@@ -501,20 +595,21 @@ impl Worker {
             cs.sort_by_key(|c| std::cmp::Reverse(c.created_at));
             // Keep the newest two instances; older dead ones are garbage.
             for old in cs.iter().skip(2) {
-                let _ = self
+                let removed = self
                     .shared
                     .runtime
                     .remove_container(cri::RemoveContainerRequest { container_id: old.id.clone() })
                     .await;
+                logged(removed, "RemoveContainer", &old.id);
             }
             let mut statuses = Vec::new();
             for c in cs.iter().take(2) {
-                if let Ok(r) = self
+                let status = self
                     .shared
                     .runtime
                     .container_status(cri::ContainerStatusRequest { container_id: c.id.clone(), verbose: false })
-                    .await
-                {
+                    .await;
+                if let Some(r) = logged(status, "ContainerStatus", &c.id) {
                     if let Some(s) = r.status {
                         statuses.push(s);
                     }
@@ -552,7 +647,7 @@ impl Worker {
                 pod_namespace(pod),
                 self.uid
             );
-            if self.waiting.get(&c.name).map(|w| w.0.as_str()) != Some("CrashLoopBackOff") {
+            if self.waiting.get(&c.name).map(|w| w.reason) != Some(WaitingReason::CrashLoopBackOff) {
                 self.api.event(
                     &container_ref(pod, &c.name),
                     Warning,
@@ -560,7 +655,7 @@ impl Worker {
                     "Back-off restarting failed container",
                 );
             }
-            self.waiting.insert(c.name.clone(), ("CrashLoopBackOff".into(), msg));
+            self.set_waiting(&c.name, WaitingReason::CrashLoopBackOff, msg);
             return Some(failed_at + delay);
         }
         self.restart_backoff.next(&key, now);
@@ -583,10 +678,10 @@ impl Worker {
                     Some((Some(s), _)) if is_state(s, cri::ContainerState::ContainerRunning) => Some(s.id.clone()),
                     _ => {
                         let msg = format!("unable to find target container {t}");
-                        if self.waiting.get(&c.name).map(|w| w.1.as_str()) != Some(msg.as_str()) {
+                        if self.waiting.get(&c.name).map(|w| w.message.as_str()) != Some(msg.as_str()) {
                             self.api.event(&container_ref(pod, &c.name), Warning, "Failed", &format!("Error: {msg}"));
                         }
-                        self.waiting.insert(c.name.clone(), ("CreateContainerConfigError".into(), msg));
+                        self.set_waiting(&c.name, WaitingReason::CreateContainerConfigError, msg);
                         let retry = Instant::now() + Duration::from_secs(1);
                         wake = Some(wake.map_or(retry, |w| w.min(retry)));
                         continue;
@@ -619,14 +714,14 @@ impl Worker {
         if let Some(t) = self.pull_failed_at.get(&pull_key).copied() {
             if self.pull_backoff.in_backoff_since(&pull_key, t, Instant::now()) {
                 let msg = format!("Back-off pulling image \"{image}\"");
-                if self.waiting.get(&c.name).map(|w| w.0.as_str()) != Some("ImagePullBackOff") {
+                if self.waiting.get(&c.name).map(|w| w.reason) != Some(WaitingReason::ImagePullBackOff) {
                     self.api.event(&container_ref(pod, &c.name), Normal, "BackOff", &msg);
                 }
-                self.waiting.insert(c.name.clone(), ("ImagePullBackOff".into(), msg));
+                self.set_waiting(&c.name, WaitingReason::ImagePullBackOff, msg);
                 return Some(t + self.pull_backoff.delay(&pull_key));
             }
         }
-        self.waiting.insert(c.name.clone(), ("ContainerCreating".into(), String::new()));
+        self.set_waiting(&c.name, WaitingReason::ContainerCreating, String::new());
         let secrets = self.pull_secrets(pod).await;
         let ensured =
             match crate::images::ensure_image(&self.shared, &image, &policy, &secrets, &container_ref(pod, &c.name))
@@ -639,12 +734,12 @@ impl Worker {
                 }
                 Err(e) => {
                     let reason = match e {
-                        crate::images::PullError::NeverPull(_) => "ErrImageNeverPull",
-                        crate::images::PullError::Failed(_) => "ErrImagePull",
+                        crate::images::PullError::NeverPull(_) => WaitingReason::ErrImageNeverPull,
+                        crate::images::PullError::Failed(_) => WaitingReason::ErrImagePull,
                     };
                     self.pull_failed_at.insert(pull_key.clone(), Instant::now());
                     self.pull_backoff.next(&pull_key, Instant::now());
-                    self.waiting.insert(c.name.clone(), (reason.into(), e.to_string()));
+                    self.set_waiting(&c.name, reason, e.to_string());
                     return Some(Instant::now() + self.pull_backoff.delay(&pull_key));
                 }
             };
@@ -665,7 +760,7 @@ impl Worker {
             Err(e) => {
                 let msg = e.to_string();
                 self.api.event(&container_ref(pod, &c.name), Warning, "Failed", &format!("Error: {msg}"));
-                self.waiting.insert(c.name.clone(), ("CreateContainerConfigError".into(), msg));
+                self.set_waiting(&c.name, WaitingReason::CreateContainerConfigError, msg);
                 return Some(Instant::now() + Duration::from_secs(2));
             }
         };
@@ -673,7 +768,7 @@ impl Worker {
             Some(Ok(m)) => m,
             Some(Err(e)) => {
                 let msg = e.to_string();
-                self.waiting.insert(c.name.clone(), ("CreateContainerConfigError".into(), msg));
+                self.set_waiting(&c.name, WaitingReason::CreateContainerConfigError, msg);
                 return Some(Instant::now() + Duration::from_secs(2));
             }
             None => Vec::new(),
@@ -696,7 +791,8 @@ impl Worker {
         }
         let sandbox_config = spec::sandbox_config(&self.shared.config, pod, sb.attempt, &self.host_resolv);
         let rt = self.shared.runtime.clone();
-        let slot = self.shared.start_slots.acquire().await;
+        let shared = self.shared.clone();
+        let slot = shared.start_slots.acquire().await;
         let created = rt
             .create_container(cri::CreateContainerRequest {
                 pod_sandbox_id: sb.id.clone(),
@@ -709,7 +805,7 @@ impl Worker {
             Err(e) => {
                 let msg = e.to_string();
                 self.api.event(&container_ref(pod, &c.name), Warning, "Failed", &format!("Error: {msg}"));
-                self.waiting.insert(c.name.clone(), ("CreateContainerError".into(), msg));
+                self.set_waiting(&c.name, WaitingReason::CreateContainerError, msg);
                 return Some(Instant::now() + Duration::from_secs(2));
             }
         };
@@ -719,7 +815,7 @@ impl Worker {
         if let Err(e) = started {
             let msg = e.to_string();
             self.api.event(&container_ref(pod, &c.name), Warning, "Failed", &format!("Error: {msg}"));
-            self.waiting.insert(c.name.clone(), ("RunContainerError".into(), msg));
+            self.set_waiting(&c.name, WaitingReason::RunContainerError, msg);
             return Some(Instant::now() + Duration::from_secs(2));
         }
         self.api.event(&container_ref(pod, &c.name), Normal, "Started", &format!("Started container {}", c.name));
@@ -729,7 +825,9 @@ impl Worker {
             if let Err(f) = super::hooks::run_hook(rt.as_ref(), h, &target, Duration::from_secs(30)).await {
                 let msg = f.event_message(&c.name, &pod_desc(pod));
                 self.api.event(&container_ref(pod, &c.name), Warning, "FailedPostStartHook", &msg);
-                let _ = rt.stop_container(cri::StopContainerRequest { container_id: id.clone(), timeout: 0 }).await;
+                let stopped =
+                    rt.stop_container(cri::StopContainerRequest { container_id: id.clone(), timeout: 0 }).await;
+                logged(stopped, "StopContainer", &id);
             }
         }
         None
@@ -765,8 +863,8 @@ impl Worker {
                         ha.hostnames.unwrap_or_default().join("\t")
                     ));
                 }
-                let _ = std::fs::create_dir_all(&dir);
-                let _ = std::fs::write(&hosts, text);
+                logged_io(std::fs::create_dir_all(&dir), "creating", &dir);
+                logged_io(std::fs::write(&hosts, text), "writing", &hosts);
             }
             out.push(cri::Mount {
                 container_path: "/etc/hosts".into(),
@@ -776,9 +874,9 @@ impl Worker {
         }
         let path = c.termination_message_path.clone().unwrap_or_else(|| "/dev/termination-log".into());
         let term_dir = dir.join("containers").join(&c.name);
-        let _ = std::fs::create_dir_all(&term_dir);
+        logged_io(std::fs::create_dir_all(&term_dir), "creating", &term_dir);
         let file = term_dir.join(format!("{attempt}"));
-        let _ = std::fs::write(&file, b"");
+        logged_io(std::fs::write(&file, b""), "writing", &file);
         out.push(cri::Mount { container_path: path, host_path: file.display().to_string(), ..Default::default() });
         out
     }
@@ -794,10 +892,13 @@ impl Worker {
             .collect();
         let mut out = Vec::new();
         for n in names {
-            if let Ok(s) = self.api.objects().secret(pod_namespace(pod), &n).await {
-                if let Ok(v) = serde_json::to_value(&s) {
-                    out.push(v);
-                }
+            match self.api.objects().secret(pod_namespace(pod), &n).await {
+                Ok(s) => match serde_json::to_value(&s) {
+                    Ok(v) => out.push(v),
+                    Err(e) => tracing::warn!(error = %e, secret = %n, "image pull secret does not serialize"),
+                },
+                // Upstream pulls without a missing secret, and says so.
+                Err(e) => tracing::warn!(error = %e, secret = %n, "image pull secret unavailable"),
             }
         }
         out
@@ -811,13 +912,12 @@ impl Worker {
         }
     }
 
-    fn ensure_probes(&mut self, pod: &Pod, c: &Container, id: &str) {
+    fn ensure_probes(&mut self, c: &Container, id: &str) {
         let kinds = [
             (ProbeKind::Startup, c.startup_probe.clone()),
             (ProbeKind::Liveness, c.liveness_probe.clone()),
             (ProbeKind::Readiness, c.readiness_probe.clone()),
         ];
-        let _ = pod;
         for (kind, probe) in kinds {
             let Some(probe) = probe else { continue };
             let key = (c.name.clone(), kind);
@@ -888,31 +988,34 @@ impl Worker {
         self.probe_results.retain(|(id, _), _| id != &s.id);
         let grace = pod.spec.as_ref().and_then(|sp| sp.termination_grace_period_seconds).unwrap_or(30);
         let grace = c.liveness_probe.as_ref().and_then(|p| p.termination_grace_period_seconds).unwrap_or(grace);
-        self.stop_container(pod, c, &s.id, grace).await;
+        let deadline = Instant::now() + Duration::from_secs(grace.max(0) as u64);
+        self.stop_container(pod, c, &s.id, deadline).await;
     }
 
-    async fn stop_container(&self, pod: &Pod, c: &Container, id: &str, grace: i64) {
-        let started = Instant::now();
+    /// Runs the container's preStop hook, then stops it; it has until `deadline` (at least a
+    /// second for the hook, two for the stop).
+    async fn stop_container(&self, pod: &Pod, c: &Container, id: &str, deadline: Instant) {
         if let Some(h) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref()) {
             let target = self.probe_target(c, id);
-            let budget = Duration::from_secs(grace.max(1) as u64);
+            let budget = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(1));
             if let Err(f) = super::hooks::run_hook(self.shared.runtime.as_ref(), h, &target, budget).await {
                 let msg = f.event_message(&c.name, &pod_desc(pod));
                 self.api.event(&container_ref(pod, &c.name), Warning, "FailedPreStopHook", &msg);
             }
         }
-        let left = (grace - started.elapsed().as_secs() as i64).max(2);
+        let left = deadline.saturating_duration_since(Instant::now());
+        let left = (left.as_secs() + u64::from(left.subsec_nanos() > 0)).max(2) as i64;
         if let Err(e) = self
             .shared
             .runtime
             .stop_container(cri::StopContainerRequest { container_id: id.to_string(), timeout: left })
             .await
         {
-            tracing::debug!(error = %e, container = %c.name, "StopContainer failed");
+            tracing::warn!(error = %e, call = "StopContainer", id, container = %c.name, "CRI call failed");
         }
     }
 
-    async fn kill_containers(&mut self, pod: &Pod, grace: i64) {
+    async fn kill_containers(&mut self, pod: &Pod, deadline: Instant) {
         let (inits, apps) = all_containers(pod);
         let ephemeral: Vec<Container> = spec::ephemeral_containers(pod).into_iter().map(|(c, _)| c).collect();
         let mut stops = Vec::new();
@@ -933,33 +1036,36 @@ impl Worker {
             }
         }
         let this = &*self;
-        futures::future::join_all(stops.iter().map(|(c, id)| this.stop_container(pod, c, id, grace))).await;
+        futures::future::join_all(stops.iter().map(|(c, id)| this.stop_container(pod, c, id, deadline))).await;
     }
 
     /// Stops containers and the sandbox and removes them, the pod cgroup and the volumes.
-    async fn teardown(&mut self, pod: &Pod, grace: i64) {
-        self.kill_containers(pod, grace).await;
+    /// The containers' last states are read before the sandbox (and with it the containers)
+    /// goes, for the final status.
+    async fn teardown(&mut self, pod: &Pod, deadline: Instant) {
+        self.kill_containers(pod, deadline).await;
+        self.refresh(pod).await;
         let rt = self.shared.runtime.clone();
         let mut filter = cri::PodSandboxFilter::default();
         filter.label_selector.insert(spec::LABEL_POD_UID.into(), self.uid.clone());
-        let sandboxes = rt
-            .list_pod_sandbox(cri::ListPodSandboxRequest { filter: Some(filter) })
-            .await
-            .map(|l| l.items)
-            .unwrap_or_default();
+        let listed = rt.list_pod_sandbox(cri::ListPodSandboxRequest { filter: Some(filter) }).await;
+        let sandboxes = logged(listed, "ListPodSandbox", &self.uid).map(|l| l.items).unwrap_or_default();
         for sb in sandboxes {
-            let _ = rt.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: sb.id.clone() }).await;
-            let _ = rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: sb.id.clone() }).await;
+            let stopped = rt.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: sb.id.clone() }).await;
+            logged(stopped, "StopPodSandbox", &sb.id);
+            let removed = rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: sb.id.clone() }).await;
+            logged(removed, "RemovePodSandbox", &sb.id);
         }
         cgroups::remove(
             std::path::Path::new("/sys/fs/cgroup"),
             &cgroups::pod_cgroup(&self.shared.config.cgroup_root, &self.uid),
         );
-        self.torn_down = true;
     }
 
-    async fn terminate(&mut self, pod: &Pod, removed: bool) {
-        if !self.torn_down {
+    /// Tears a deleted pod down within its grace period (2 s once the API no longer has it),
+    /// reports its final status and deletes the object; `None` once the worker is done.
+    async fn terminate(&mut self, pod: &Pod, removed: bool) -> Option<Instant> {
+        if self.state != (PodState::Terminated { left: Remains::Nothing }) {
             self.refresh(pod).await;
             let grace = if removed {
                 2
@@ -969,21 +1075,26 @@ impl Worker {
                     .or_else(|| pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds))
                     .unwrap_or(30)
             };
-            self.teardown(pod, grace).await;
+            let deadline = Instant::now() + Duration::from_secs(grace.max(0) as u64);
+            self.state = PodState::Terminating { deadline };
+            self.teardown(pod, deadline).await;
             self.volumes.cleanup(&self.uid).await;
-            let _ = std::fs::remove_dir_all(self.shared.config.root_dir.join("pods").join(&self.uid));
+            let dir = self.shared.config.root_dir.join("pods").join(&self.uid);
+            logged_io(std::fs::remove_dir_all(&dir), "removing", &dir);
+            self.state = PodState::Terminated { left: Remains::Nothing };
         }
         if removed {
-            self.finished = true;
-            return;
+            return None;
         }
         // Final status, then the object goes (the kubelet's grace-0 delete).
-        self.refresh(pod).await;
         self.push_status(pod, true).await;
         match self.api.delete_terminated(pod_namespace(pod), pod_name(pod), &self.uid).await {
-            Ok(()) => {}
-            Err(PodApiError::NotFound { .. } | PodApiError::Conflict { .. }) => self.finished = true,
-            Err(e) => tracing::warn!(error = %e, "deleting terminated pod failed"),
+            Ok(()) => Some(Instant::now() + RESYNC),
+            Err(PodApiError::NotFound { .. } | PodApiError::Conflict { .. }) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, "deleting terminated pod failed");
+                Some(Instant::now() + RESYNC)
+            }
         }
     }
 
@@ -1049,7 +1160,11 @@ impl Worker {
                 let ready = running
                     && started
                     && (c.readiness_probe.is_none() || res(ProbeKind::Readiness) == Some(ProbeResult::Success));
-                let waiting = self.waiting.get(&c.name).cloned().filter(|_| !running);
+                let waiting = self
+                    .waiting
+                    .get(&c.name)
+                    .filter(|_| !running)
+                    .map(|w| (w.reason.as_str().to_string(), w.message.clone()));
                 ContainerRecord {
                     name: c.name.clone(),
                     image: c.image.clone().unwrap_or_default(),
@@ -1075,7 +1190,7 @@ impl Worker {
         let containers = self.records(&apps);
         let ephemeral_specs: Vec<Container> = spec::ephemeral_containers(pod).into_iter().map(|(c, _)| c).collect();
         let ephemeral = self.records(&ephemeral_specs);
-        let sandbox_ready = self.sandbox.is_some() && !self.torn_down && !self.sandbox_stopped;
+        let sandbox_ready = self.sandbox.is_some() && self.state == PodState::Syncing;
         let observed = status::Observed {
             pod,
             init: &init,
@@ -1122,31 +1237,44 @@ fn humanize(d: Duration) -> String {
 
 /// Stops and removes sandboxes of pods the API no longer has (deleted while the kubelet was down).
 pub async fn remove_orphans(shared: Arc<Shared>, volumes: Arc<VolumeManager>, known: HashSet<String>) {
-    let rt = shared.runtime.clone();
-    let Ok(list) = rt.list_pod_sandbox(cri::ListPodSandboxRequest { filter: None }).await else { return };
+    use tracing::Instrument as _;
+    let listed = shared.runtime.list_pod_sandbox(cri::ListPodSandboxRequest { filter: None }).await;
+    let Some(list) = logged(listed, "ListPodSandbox", "") else { return };
     for sb in list.items {
         let Some(uid) = sb.labels.get(spec::LABEL_POD_UID).cloned() else { continue };
         if known.contains(&uid) {
             continue;
         }
         tracing::info!(%uid, sandbox = %sb.id, "removing sandbox of a pod that no longer exists");
-        let containers = rt
-            .list_containers(cri::ListContainersRequest {
-                filter: Some(cri::ContainerFilter { pod_sandbox_id: sb.id.clone(), ..Default::default() }),
-            })
-            .await
-            .map(|l| l.containers)
-            .unwrap_or_default();
-        for c in containers {
-            let _ = rt.stop_container(cri::StopContainerRequest { container_id: c.id.clone(), timeout: 2 }).await;
-            let _ = rt.remove_container(cri::RemoveContainerRequest { container_id: c.id }).await;
-        }
-        let _ = rt.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: sb.id.clone() }).await;
-        let _ = rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: sb.id.clone() }).await;
-        cgroups::remove(std::path::Path::new("/sys/fs/cgroup"), &cgroups::pod_cgroup(&shared.config.cgroup_root, &uid));
-        volumes.cleanup(&uid).await;
-        let _ = std::fs::remove_dir_all(shared.config.root_dir.join("pods").join(&uid));
+        let span = tracing::info_span!("pod", uid = %uid);
+        remove_orphan(&shared, &volumes, &uid, &sb.id).instrument(span).await;
     }
+}
+
+/// Stops and removes one orphaned sandbox with its containers, then the pod's cgroup, volumes
+/// and directory.
+async fn remove_orphan(shared: &Shared, volumes: &VolumeManager, uid: &str, sandbox: &str) {
+    let rt = shared.runtime.clone();
+    let listed = rt
+        .list_containers(cri::ListContainersRequest {
+            filter: Some(cri::ContainerFilter { pod_sandbox_id: sandbox.to_string(), ..Default::default() }),
+        })
+        .await;
+    let containers = logged(listed, "ListContainers", sandbox).map(|l| l.containers).unwrap_or_default();
+    for c in containers {
+        let stopped = rt.stop_container(cri::StopContainerRequest { container_id: c.id.clone(), timeout: 2 }).await;
+        logged(stopped, "StopContainer", &c.id);
+        let removed = rt.remove_container(cri::RemoveContainerRequest { container_id: c.id.clone() }).await;
+        logged(removed, "RemoveContainer", &c.id);
+    }
+    let stopped = rt.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: sandbox.to_string() }).await;
+    logged(stopped, "StopPodSandbox", sandbox);
+    let removed = rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: sandbox.to_string() }).await;
+    logged(removed, "RemovePodSandbox", sandbox);
+    cgroups::remove(std::path::Path::new("/sys/fs/cgroup"), &cgroups::pod_cgroup(&shared.config.cgroup_root, uid));
+    volumes.cleanup(uid).await;
+    let dir = shared.config.root_dir.join("pods").join(uid);
+    logged_io(std::fs::remove_dir_all(&dir), "removing", &dir);
 }
 
 #[cfg(test)]
