@@ -7,6 +7,7 @@ use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use k1s_cri::{ContainerBehavior, CriOp, FakeRuntime};
+use serde_json::json;
 use std::convert::Infallible;
 
 const IMAGE: &str = "127.0.0.1:5000/busybox:1.36";
