@@ -133,7 +133,10 @@ pub async fn run(
     rx: watch::Receiver<Update>,
 ) {
     use tracing::Instrument as _;
-    let span = tracing::info_span!("pod", uid = %uid);
+    let span = {
+        let u = rx.borrow();
+        tracing::info_span!("pod", uid = %uid, namespace = %pod_namespace(&u.pod), name = %pod_name(&u.pod))
+    };
     run_worker(shared, api, volumes, uid, rx).instrument(span).await
 }
 

@@ -26,20 +26,19 @@ impl Worker {
     pub(super) async fn ensure_sandbox(&mut self, pod: &Pod) -> bool {
         let rt = self.shared.runtime.clone();
         if let Some(id) = self.sandbox.as_ref().map(|s| s.id.clone()) {
-            match rt
+            let status = rt
                 .pod_sandbox_status(cri::PodSandboxStatusRequest { pod_sandbox_id: id.clone(), verbose: false })
-                .await
-            {
-                Ok(r) if r.status.as_ref().is_some_and(|s| s.state == cri::PodSandboxState::SandboxReady as i32) => {
-                    return true
-                }
-                _ => {
-                    tracing::info!(pod = pod_name(pod), "sandbox is not ready; recreating it");
-                    self.kill_containers(pod, Instant::now() + Duration::from_secs(2)).await;
-                    let stopped = rt.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: id.clone() }).await;
-                    logged(stopped, "StopPodSandbox", &id);
-                }
+                .await;
+            let ready = logged(status, "PodSandboxStatus", &id)
+                .and_then(|r| r.status)
+                .is_some_and(|s| s.state == cri::PodSandboxState::SandboxReady as i32);
+            if ready {
+                return true;
             }
+            tracing::info!(pod = pod_name(pod), "sandbox is not ready; recreating it");
+            self.kill_containers(pod, Instant::now() + Duration::from_secs(2)).await;
+            let stopped = rt.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: id.clone() }).await;
+            logged(stopped, "StopPodSandbox", &id);
         }
         let mut attempt = 0;
         if self.sandbox.is_none() {
