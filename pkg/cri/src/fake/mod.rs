@@ -311,6 +311,18 @@ impl FakeRuntime {
         self.lock().calls.iter().filter(|call| call.op == op).cloned().collect()
     }
 
+    /// (container id, timeout in seconds) of every StopContainer call that was not failed by an
+    /// injected rule, in order.
+    pub fn stop_timeouts(&self) -> Vec<(String, i64)> {
+        self.lock().stop_timeouts.clone()
+    }
+
+    /// (container id, command line) of every ExecSync call that was not failed by an injected
+    /// rule, in order.
+    pub fn exec_commands(&self) -> Vec<(String, Vec<String>)> {
+        self.lock().exec_commands.clone()
+    }
+
     /// Forgets the recorded calls.
     pub fn clear_calls(&self) {
         self.lock().calls.clear();
@@ -374,7 +386,10 @@ impl RuntimeService for FakeRuntime {
 
     async fn stop_container(&self, req: StopContainerRequest) -> CriResult<StopContainerResponse> {
         let target = req.container_id.clone();
-        self.call(CriOp::StopContainer, &target, |s| s.stop_container(req))
+        self.call(CriOp::StopContainer, &target, |s| {
+            s.stop_timeouts.push((req.container_id.clone(), req.timeout));
+            s.stop_container(req)
+        })
     }
 
     async fn remove_container(&self, req: RemoveContainerRequest) -> CriResult<RemoveContainerResponse> {
@@ -405,7 +420,10 @@ impl RuntimeService for FakeRuntime {
     }
 
     async fn exec_sync(&self, req: ExecSyncRequest) -> CriResult<ExecSyncResponse> {
-        self.call(CriOp::ExecSync, &req.container_id, |s| s.exec_sync(&req))
+        self.call(CriOp::ExecSync, &req.container_id, |s| {
+            s.exec_commands.push((req.container_id.clone(), req.cmd.clone()));
+            s.exec_sync(&req)
+        })
     }
 
     async fn exec(&self, req: ExecRequest) -> CriResult<ExecResponse> {

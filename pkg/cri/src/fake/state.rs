@@ -66,6 +66,10 @@ pub(super) struct State {
     pub exec_scripts: Vec<ExecScript>,
     pub failures: Vec<FailureRule>,
     pub calls: Vec<RecordedCall>,
+    /// (container id, timeout) of every StopContainer call.
+    pub stop_timeouts: Vec<(String, i64)>,
+    /// (container id, command) of every ExecSync call.
+    pub exec_commands: Vec<(String, Vec<String>)>,
     pub network_ready: bool,
     pub streaming_base: String,
     pub pod_cidr: String,
@@ -86,6 +90,8 @@ impl State {
             exec_scripts: Vec::new(),
             failures: Vec::new(),
             calls: Vec::new(),
+            stop_timeouts: Vec::new(),
+            exec_commands: Vec::new(),
             network_ready: true,
             streaming_base: "http://127.0.0.1:10010".to_string(),
             pod_cidr: String::new(),

@@ -3,7 +3,8 @@
 //! an entry idle for twice the maximum starts over.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 pub const INITIAL: Duration = Duration::from_secs(10);
 pub const MAX: Duration = Duration::from_secs(300);

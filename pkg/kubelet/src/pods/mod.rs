@@ -9,7 +9,7 @@ pub mod probes;
 pub mod spec;
 pub mod status;
 pub mod volumes;
-mod worker;
+pub mod worker;
 
 use crate::Shared;
 use futures::StreamExt;
@@ -42,6 +42,8 @@ pub async fn run(shared: Arc<Shared>) {
     let mut workers: HashMap<String, Handle> = HashMap::new();
     let mut listed: Option<HashSet<String>> = None;
     let volumes = Arc::new(volumes::VolumeManager::new(shared.config.root_dir.join("pods")));
+    let api: Arc<dyn worker::api::PodApi> =
+        Arc::new(worker::api::KubePodApi::new(shared.client.clone(), shared.recorder.clone()));
     loop {
         let event = tokio::select! {
             _ = shared.cancel.cancelled() => break,
@@ -61,7 +63,7 @@ pub async fn run(shared: Arc<Shared>) {
                 if let (Some(l), Some(uid)) = (listed.as_mut(), pod.metadata.uid.clone()) {
                     l.insert(uid);
                 }
-                dispatch(&shared, &volumes, &mut workers, pod, false);
+                dispatch(&shared, &api, &volumes, &mut workers, pod, false);
             }
             watcher::Event::InitDone => {
                 if let Some(seen) = listed.take() {
@@ -77,8 +79,8 @@ pub async fn run(shared: Arc<Shared>) {
                     tokio::spawn(worker::remove_orphans(shared.clone(), volumes.clone(), known));
                 }
             }
-            watcher::Event::Apply(pod) => dispatch(&shared, &volumes, &mut workers, pod, false),
-            watcher::Event::Delete(pod) => dispatch(&shared, &volumes, &mut workers, pod, true),
+            watcher::Event::Apply(pod) => dispatch(&shared, &api, &volumes, &mut workers, pod, false),
+            watcher::Event::Delete(pod) => dispatch(&shared, &api, &volumes, &mut workers, pod, true),
         }
     }
     // Leave containers running: a restarted kubelet adopts them.
@@ -89,6 +91,7 @@ pub async fn run(shared: Arc<Shared>) {
 
 fn dispatch(
     shared: &Arc<Shared>,
+    api: &Arc<dyn worker::api::PodApi>,
     volumes: &Arc<volumes::VolumeManager>,
     workers: &mut HashMap<String, Handle>,
     pod: Pod,
@@ -107,11 +110,11 @@ fn dispatch(
     if removed {
         // Never seen alive by this kubelet: clean up whatever the runtime still has.
         let (tx, rx) = watch::channel(update);
-        let task = tokio::spawn(worker::run(shared.clone(), volumes.clone(), uid.clone(), rx));
+        let task = tokio::spawn(worker::run(shared.clone(), api.clone(), volumes.clone(), uid.clone(), rx));
         workers.insert(uid, Handle { tx, task });
         return;
     }
     let (tx, rx) = watch::channel(update);
-    let task = tokio::spawn(worker::run(shared.clone(), volumes.clone(), uid.clone(), rx));
+    let task = tokio::spawn(worker::run(shared.clone(), api.clone(), volumes.clone(), uid.clone(), rx));
     workers.insert(uid, Handle { tx, task });
 }

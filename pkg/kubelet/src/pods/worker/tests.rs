@@ -1,37 +1,24 @@
-//! The pod worker against the fake CRI and a scripted API server that answers the calls a worker
-//! makes (Service list and watch, events, status patches) and records every status patch.
+//! The pod worker against the fake CRI, the fake pod API (which records every status patch) and
+//! a scripted API server for what the kubelet's shared client still serves (the Service list and
+//! watch, image events).
 
 use super::*;
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use k1s_cri::{ContainerBehavior, CriOp, FakeRuntime};
+use serde_json::json;
 use std::convert::Infallible;
-use std::sync::Mutex;
 
 const IMAGE: &str = "127.0.0.1:5000/busybox:1.36";
-
-/// The status patches the worker sent, oldest first.
-#[derive(Default)]
-struct Recorded {
-    statuses: Mutex<Vec<Value>>,
-}
-
-impl Recorded {
-    fn last_status(&self) -> Value {
-        let s = self.statuses.lock().map(|s| s.last().cloned()).ok().flatten();
-        s.and_then(|p| p.get("status").cloned()).unwrap_or_default()
-    }
-}
 
 fn json_body(v: &Value) -> BoxBody<Bytes, Infallible> {
     Full::new(Bytes::from(v.to_string())).boxed()
 }
 
 /// A kube client whose requests are answered in-process.
-fn scripted_api(recorded: Arc<Recorded>) -> kube::Client {
+fn scripted_api() -> kube::Client {
     let svc = tower::service_fn(move |req: http::Request<kube::client::Body>| {
-        let recorded = recorded.clone();
         async move {
             let (parts, body) = req.into_parts();
             let bytes = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
@@ -41,12 +28,6 @@ fn scripted_api(recorded: Arc<Recorded>) -> kube::Client {
                 // A watch that never sends anything.
                 let events = futures::stream::pending::<Result<hyper::body::Frame<Bytes>, Infallible>>();
                 (200, StreamBody::new(events).boxed())
-            } else if parts.method == http::Method::PATCH && path.ends_with("/status") {
-                let patch: Value = serde_json::from_slice(&bytes).unwrap_or_default();
-                if let Ok(mut s) = recorded.statuses.lock() {
-                    s.push(patch);
-                }
-                (200, json_body(&json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"}})))
             } else if parts.method == http::Method::POST {
                 let echoed: Value = serde_json::from_slice(&bytes).unwrap_or_default();
                 (201, json_body(&echoed))
@@ -66,7 +47,7 @@ fn scripted_api(recorded: Arc<Recorded>) -> kube::Client {
 
 struct Harness {
     fake: Arc<FakeRuntime>,
-    recorded: Arc<Recorded>,
+    api: Arc<api::FakePodApi>,
     worker: Worker,
     _dir: tempfile::TempDir,
 }
@@ -75,8 +56,7 @@ impl Harness {
     fn new() -> Harness {
         let dir = tempfile::tempdir().expect("tempdir");
         let fake = Arc::new(FakeRuntime::new());
-        let recorded = Arc::new(Recorded::default());
-        let client = scripted_api(recorded.clone());
+        let client = scripted_api();
         let cancel = tokio_util::sync::CancellationToken::new();
         let config = crate::Config {
             node_name: "node-1".into(),
@@ -116,8 +96,9 @@ impl Harness {
             ready_transition: std::sync::Mutex::new((String::new(), String::new())),
         });
         let volumes = Arc::new(VolumeManager::new(dir.path().join("kubelet").join("pods")));
-        let worker = Worker::new(shared, volumes, "uid-web".into());
-        Harness { fake, recorded, worker, _dir: dir }
+        let api = Arc::new(api::FakePodApi::new());
+        let worker = Worker::new(shared, api.clone(), volumes, "uid-web".into());
+        Harness { fake, api, worker, _dir: dir }
     }
 
     async fn sync(&mut self, pod: &Pod) {
@@ -185,7 +166,7 @@ async fn ephemeral_container_runs_in_the_target_pid_namespace_once_and_reports_i
     assert_eq!(h.creates_of("app"), 1);
     assert_eq!(h.fake.count(CriOp::RunPodSandbox), 1);
 
-    let status = h.recorded.last_status();
+    let status = h.api.last_status();
     let eph = &status["ephemeralContainerStatuses"][0];
     assert_eq!(eph["name"], "debugger");
     assert_eq!(eph["image"], IMAGE);
@@ -204,7 +185,7 @@ async fn ephemeral_container_runs_in_the_target_pid_namespace_once_and_reports_i
     h.sync(&pod).await;
     assert_eq!(h.creates_of("debugger"), 1);
     assert_eq!(h.fake.container_id("debugger"), Some(debugger_id.clone()));
-    let status = h.recorded.last_status();
+    let status = h.api.last_status();
     let eph = &status["ephemeralContainerStatuses"][0];
     assert_eq!(eph["state"]["terminated"]["exitCode"], 3, "{eph}");
     assert_eq!(eph["state"]["terminated"]["reason"], "Error");
@@ -232,7 +213,7 @@ async fn ephemeral_container_waits_for_a_running_target() {
     let pod = debugged(&plain, Some("app"));
     h.sync(&pod).await;
     assert_eq!(h.creates_of("debugger"), 0, "no namespace to join while app is not running");
-    let status = h.recorded.last_status();
+    let status = h.api.last_status();
     let waiting = &status["ephemeralContainerStatuses"][0]["state"]["waiting"];
     assert_eq!(waiting["reason"], "CreateContainerConfigError", "{status}");
     assert_eq!(waiting["message"], "unable to find target container app");
