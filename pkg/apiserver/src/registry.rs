@@ -9,6 +9,7 @@ use crate::object::{self, meta_mut};
 use bytes::Bytes;
 use k1s_api::apply as ssa;
 use k1s_api::conversion;
+use k1s_api::deletion::Grace;
 use k1s_api::field::FieldError;
 use k1s_api::selectors::Selector;
 use k1s_api::{meta as metav, ResourceInfo};
@@ -67,30 +68,7 @@ pub(crate) fn builtin(group: &str, version: &str, resource: &str) -> Result<&'st
         .ok_or_else(|| ApiError::internal(format!("{resource} resource missing")))
 }
 
-/// Parsed `DeleteOptions`.
-#[derive(Clone, Debug, Default)]
-pub struct DeleteOptions {
-    pub grace_period_seconds: Option<i64>,
-    pub propagation_policy: Option<String>,
-    pub precondition_uid: Option<String>,
-    pub precondition_rv: Option<String>,
-}
-
-impl DeleteOptions {
-    pub fn from_value(v: &Value) -> DeleteOptions {
-        let orphan = v.get("orphanDependents").and_then(Value::as_bool);
-        DeleteOptions {
-            grace_period_seconds: v.get("gracePeriodSeconds").and_then(Value::as_i64),
-            propagation_policy: v
-                .get("propagationPolicy")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .or_else(|| orphan.map(|o| if o { "Orphan".into() } else { "Background".into() })),
-            precondition_uid: v.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_string),
-            precondition_rv: v.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(str::to_string),
-        }
-    }
-}
+pub use k1s_api::deletion::DeleteOptions;
 
 /// Options of a list or watch.
 #[derive(Clone, Debug, Default)]
@@ -110,104 +88,12 @@ pub struct ListPage {
     pub remaining: Option<i64>,
 }
 
-/// Kinds whose objects carry `metadata.generation`, bumped on every spec change.
-fn tracks_generation(info: &ResourceInfo) -> bool {
-    matches!(
-        info.resource,
-        "deployments"
-            | "replicasets"
-            | "statefulsets"
-            | "daemonsets"
-            | "jobs"
-            | "cronjobs"
-            | "replicationcontrollers"
-            | "pods"
-            | "poddisruptionbudgets"
-            | "horizontalpodautoscalers"
-            | "networkpolicies"
-            | "ingresses"
-            | "customresourcedefinitions"
-            | "validatingadmissionpolicies"
-            | "validatingadmissionpolicybindings"
-            | "servicecidrs"
-            | "priorityclasses"
-    ) && info.has_spec
-        || info.custom.is_some()
-}
-
-/// Whether an update changes what `metadata.generation` counts: the spec; for a custom
-/// resource everything but metadata (and status, when it has a status subresource).
-fn generation_changes(info: &ResourceInfo, new: &Value, old: &Value) -> bool {
-    if info.custom.is_none() {
-        // A Deployment's annotations are copied to its ReplicaSets: changing them bumps its
-        // generation too (upstream's deploymentStrategy).
-        let annotations = |v: &Value| object::meta(v).and_then(|m| m.get("annotations")).cloned();
-        return new.get("spec") != old.get("spec")
-            || (status_update_keeps_annotations(info) && annotations(new) != annotations(old));
-    }
-    let status = info.has_subresource("status");
-    let counted = |v: &Value| -> Vec<(String, Value)> {
-        v.as_object()
-            .into_iter()
-            .flatten()
-            .filter(|(k, _)| k.as_str() != "metadata" && !(status && k.as_str() == "status"))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
-    };
-    counted(new) != counted(old)
-}
-
-/// Whether a `/status` update may change the object's annotations, as upstream's status
-/// strategy allows for Deployments (it resets only spec and labels): the Deployment controller
-/// writes the `deployment.kubernetes.io/revision` annotation with the status, so that it does not
-/// bump the generation as a main-resource write would.
-fn status_update_keeps_annotations(info: &ResourceInfo) -> bool {
-    info.group == "apps" && info.resource == "deployments"
-}
-
-/// Field selector labels each kind supports besides `metadata.name` / `metadata.namespace`.
-pub fn selectable_fields(info: &ResourceInfo) -> &'static [&'static str] {
-    match (info.group, info.resource) {
-        ("", "pods") => &[
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "spec.hostNetwork",
-            "status.phase",
-            "status.podIP",
-            "status.nominatedNodeName",
-        ],
-        ("", "events") => &[
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        ],
-        ("", "secrets") => &["type"],
-        ("", "namespaces") => &["status.phase"],
-        ("", "nodes") => &["spec.unschedulable"],
-        ("", "replicationcontrollers") | ("apps", "replicasets") => &["status.replicas"],
-        ("batch", "jobs") => &["status.successful"],
-        ("", "services") => &["spec.clusterIP", "spec.type"],
-        ("certificates.k8s.io", "certificatesigningrequests") => &["spec.signerName"],
-        _ => &[],
-    }
-}
-
 /// Checks a field selector only uses supported labels.
 pub fn check_field_selector(info: &ResourceInfo, sel: &Selector) -> Result<(), ApiError> {
     for r in &sel.requirements {
         if r.key != "metadata.name"
             && r.key != "metadata.namespace"
-            && !selectable_fields(info).contains(&r.key.as_str())
+            && !info.strategy.selectable_fields().contains(&r.key.as_str())
         {
             return Err(ApiError::bad_request(format!("field label not supported: {}", r.key)));
         }
@@ -224,11 +110,7 @@ pub fn matches_fields(info: &ResourceInfo, sel: &Selector, obj: &Value) -> bool 
         match k {
             "metadata.name" => Some(object::name(obj).to_string()),
             "metadata.namespace" => Some(object::namespace(obj).unwrap_or("").to_string()),
-            "source" if info.resource == "events" => object::field_string(obj, "source.component"),
-            "spec.unschedulable" | "spec.hostNetwork" => {
-                Some(object::field_string(obj, k).filter(|s| !s.is_empty()).unwrap_or_else(|| "false".into()))
-            }
-            _ => Some(object::field_string(obj, k).unwrap_or_default()),
+            _ => Some(info.strategy.field_value(obj, k)),
         }
     };
     sel.requirements.iter().all(|r| r.matches(&get))
@@ -611,7 +493,7 @@ impl Registry {
             md.remove("deletionGracePeriodSeconds");
             md.remove("resourceVersion");
             md.remove("selfLink");
-            if tracks_generation(info) {
+            if info.strategy.tracks_generation() {
                 md.insert("generation".into(), json!(1));
             } else {
                 md.remove("generation");
@@ -692,7 +574,9 @@ impl Registry {
             let value = owned.iter().try_fold(&*new, |v, k| v.get(*k)).cloned();
             let managed = object::meta(new).and_then(|m| m.get("managedFields")).cloned();
             let rv = object::meta(new).and_then(|m| m.get("resourceVersion")).cloned();
-            let annotations = status_update_keeps_annotations(info)
+            let annotations = info
+                .strategy
+                .status_update_keeps_annotations()
                 .then(|| object::meta(new).and_then(|m| m.get("annotations")).cloned());
             *new = old.clone();
             set_path(new, owned, value);
@@ -720,7 +604,7 @@ impl Registry {
                 }
             }
         }
-        let spec_changed = generation_changes(info, new, old);
+        let spec_changed = info.strategy.generation_changed(new, old);
         let md = meta_mut(new);
         for f in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
             match old_meta.get(f) {
@@ -729,7 +613,7 @@ impl Registry {
             };
         }
         md.remove("selfLink");
-        if tracks_generation(info) && spec_changed && !status_update {
+        if info.strategy.tracks_generation() && spec_changed && !status_update {
             let g = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
             md.insert("generation".into(), json!(g + 1));
         }
@@ -835,7 +719,7 @@ impl Registry {
         }
         let key = old_kv.key.clone();
         // The last finalizer of a deleting object is gone: the object goes.
-        if object::is_deleting(&new) && object::finalizers(&new).is_empty() && !Self::has_spec_finalizers(info, &new) {
+        if object::is_deleting(&new) && object::finalizers(&new).is_empty() && !info.strategy.deletion_held(&new) {
             return match self.store.delete(&key, Some(old_kv.mod_revision)).await {
                 Ok(kv) => {
                     object::set_resource_version(&mut new, kv.mod_revision);
@@ -855,12 +739,6 @@ impl Registry {
         }
     }
 
-    fn has_spec_finalizers(info: &ResourceInfo, obj: &Value) -> bool {
-        info.resource == "namespaces"
-            && info.group.is_empty()
-            && obj.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|a| !a.is_empty())
-    }
-
     /// Update (PUT) of the object or its status/finalize subresource.
     pub async fn update(&self, ctx: &mut Ctx<'_>, name: &str, body: Value) -> Result<(Value, bool), ApiError> {
         let info = ctx.info;
@@ -877,7 +755,7 @@ impl Registry {
         for _ in 0..MAX_RETRIES {
             let (old, old_kv) = match self.get_kv(info, ctx.namespace, name) {
                 Ok(x) => x,
-                Err(e) if e.code == 404 && ctx.subresource.is_none() && Self::allow_create_on_update(info) => {
+                Err(e) if e.code == 404 && ctx.subresource.is_none() && info.strategy.allow_create_on_update() => {
                     let mut o = obj.clone();
                     meta_mut(&mut o).remove("resourceVersion");
                     self.create_normalized(ctx, &mut o).await?;
@@ -921,11 +799,6 @@ impl Registry {
             }
         }
         Err(ApiError::stale(info.group, info.resource, name))
-    }
-
-    fn allow_create_on_update(info: &ResourceInfo) -> bool {
-        matches!(info.resource, "leases" | "events" | "endpoints" | "limitranges" | "resourcequotas")
-            || info.group == "rbac.authorization.k8s.io"
     }
 
     fn allow_unconditional_update(_info: &ResourceInfo) -> bool {
@@ -1112,7 +985,6 @@ impl Registry {
             let ns = object::namespace(&old).map(str::to_string);
             self.validate_admission(ctx, Operation::Delete, name, ns.as_deref(), None, Some(&old)).await?;
             let mut new = old.clone();
-            let mut graceful = false;
             let mut finalizers = object::finalizers(&old);
             match opts.propagation_policy.as_deref() {
                 Some("Foreground") if !finalizers.iter().any(|f| f == "foregroundDeletion") => {
@@ -1138,38 +1010,22 @@ impl Registry {
                     ))
                 }
             }
-            // A definition goes only after its custom resources (upstream's Delete of CRDs).
-            if info.group == "apiextensions.k8s.io"
-                && info.resource == "customresourcedefinitions"
-                && !object::is_deleting(&old)
-                && !finalizers.iter().any(|f| f == crate::custom_resources::CLEANUP_FINALIZER)
-            {
-                finalizers.push(crate::custom_resources::CLEANUP_FINALIZER.into());
-            }
-            if info.group.is_empty() && info.resource == "pods" {
-                let grace = opts
-                    .grace_period_seconds
-                    .or_else(|| old.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
-                    .unwrap_or(30);
-                let bound = old.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
-                let terminal =
-                    matches!(old.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
-                let current_grace =
-                    object::meta(&old).and_then(|m| m.get("deletionGracePeriodSeconds")).and_then(Value::as_i64);
-                if bound && !terminal && grace > 0 && current_grace.is_none_or(|g| grace < g) {
-                    graceful = true;
-                    let md = meta_mut(&mut new);
-                    md.insert("deletionTimestamp".into(), json!(object::timestamp_after(grace)));
-                    md.insert("deletionGracePeriodSeconds".into(), json!(grace));
-                } else if bound && !terminal && current_grace.is_some() && grace > 0 {
-                    graceful = true;
+            let plan = info.strategy.on_delete(&old, opts);
+            for f in &plan.finalizers {
+                if !finalizers.iter().any(|have| have == f) {
+                    finalizers.push(f.to_string());
                 }
             }
-            let spec_finalizers = info.resource == "namespaces" && info.group.is_empty();
-            if spec_finalizers {
-                new["status"]["phase"] = json!("Terminating");
+            if let Some(Grace::Start(grace)) = plan.grace {
+                let md = meta_mut(&mut new);
+                md.insert("deletionTimestamp".into(), json!(object::timestamp_after(grace)));
+                md.insert("deletionGracePeriodSeconds".into(), json!(grace));
             }
-            let must_wait = graceful || !finalizers.is_empty() || Self::has_spec_finalizers(info, &new);
+            let graceful = plan.grace.is_some();
+            if let Some(phase) = plan.status_phase {
+                new["status"]["phase"] = json!(phase);
+            }
+            let must_wait = graceful || !finalizers.is_empty() || info.strategy.deletion_held(&new);
             if !must_wait {
                 if ctx.dry_run {
                     return Ok(old);
@@ -1192,7 +1048,7 @@ impl Registry {
                         md.insert("deletionTimestamp".into(), json!(object::now_rfc3339()));
                         md.insert("deletionGracePeriodSeconds".into(), json!(0));
                     }
-                    if tracks_generation(info) {
+                    if info.strategy.tracks_generation() {
                         let g = md.get("generation").and_then(Value::as_i64).unwrap_or(0);
                         md.insert("generation".into(), json!(g + 1));
                     }
