@@ -1,10 +1,13 @@
 //! The NamespaceLifecycle admission plugin: no objects in namespaces that do not exist or are
-//! being deleted.
+//! being deleted, and the namespaces that always exist are never deleted.
 
 use crate::admission::{Attributes, Operation, ValidatingPlugin};
 use crate::error::ApiError;
 use futures::future::BoxFuture;
 use k1s_store::Store;
+
+/// Namespaces that always exist and may not be deleted.
+pub const IMMORTAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
 
 pub struct NamespaceLifecycle {
     pub store: Store,
@@ -36,6 +39,19 @@ impl ValidatingPlugin for NamespaceLifecycle {
 
     fn validate<'a>(&'a self, attrs: &'a Attributes<'_>) -> BoxFuture<'a, Result<(), ApiError>> {
         Box::pin(async move {
+            let r = attrs.resource;
+            if attrs.operation == Operation::Delete
+                && r.group.is_empty()
+                && r.resource == "namespaces"
+                && IMMORTAL_NAMESPACES.contains(&attrs.name)
+            {
+                return Err(ApiError::forbidden_message(
+                    "",
+                    "namespaces",
+                    attrs.name,
+                    "this namespace may not be deleted",
+                ));
+            }
             if !attrs.resource.namespaced() || attrs.operation != Operation::Create {
                 return Ok(());
             }
