@@ -104,6 +104,12 @@ pub trait Strategy: Send + Sync + 'static {
     fn deletion_held(&self, _obj: &Value) -> bool {
         false
     }
+    /// The one field an update through `subresource` may change besides `status` through
+    /// `/status` (which every kind has): e.g. `spec.ephemeralContainers` through
+    /// `pods/ephemeralcontainers`. `None`: the subresource writes as the main resource does.
+    fn subresource_field(&self, _subresource: &str) -> Option<&'static [&'static str]> {
+        None
+    }
 }
 
 /// A body that did not decode into the kind's type: a 400 BadRequest.
@@ -167,6 +173,10 @@ pub trait DynStrategy: Send + Sync {
     /// See [`Strategy::deletion_held`].
     fn deletion_held(&self, _obj: &Value) -> bool {
         false
+    }
+    /// See [`Strategy::subresource_field`].
+    fn subresource_field(&self, _subresource: &str) -> Option<&'static [&'static str]> {
+        None
     }
 }
 
@@ -288,6 +298,10 @@ impl<S: Strategy> DynStrategy for Typed<S> {
 
     fn deletion_held(&self, obj: &Value) -> bool {
         self.0.deletion_held(obj)
+    }
+
+    fn subresource_field(&self, subresource: &str) -> Option<&'static [&'static str]> {
+        self.0.subresource_field(subresource)
     }
 }
 

@@ -84,3 +84,36 @@ impl ValidatingPlugin for NamespaceLifecycle {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::UserInfo;
+
+    #[tokio::test]
+    async fn the_namespaces_that_always_exist_may_not_be_deleted() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path(), k1s_store::StoreOptions::default()).expect("store");
+        let plugin = NamespaceLifecycle { store };
+        let namespaces = k1s_api::resources::find("", "v1", "namespaces").expect("namespaces");
+        let user = UserInfo::new("admin", &["system:masters"]);
+        let delete = |name: &'static str| Attributes {
+            operation: Operation::Delete,
+            resource: namespaces,
+            subresource: None,
+            namespace: None,
+            name,
+            user: &user,
+            object: None,
+            old_object: None,
+            dry_run: false,
+            warnings: Default::default(),
+        };
+        for name in IMMORTAL_NAMESPACES {
+            let e = plugin.validate(&delete(name)).await.expect_err("refused");
+            assert_eq!(e.code, 403, "{name}");
+            assert!(e.message.contains("this namespace may not be deleted"), "{}", e.message);
+        }
+        plugin.validate(&delete("team")).await.expect("any other namespace may go");
+    }
+}

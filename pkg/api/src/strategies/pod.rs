@@ -192,6 +192,12 @@ impl Strategy for PodStrategy {
         v
     }
 
+    /// `pods/ephemeralcontainers` changes only the ephemeral containers (upstream's
+    /// `dropNonEphemeralContainerUpdates`).
+    fn subresource_field(&self, subresource: &str) -> Option<&'static [&'static str]> {
+        (subresource == "ephemeralcontainers").then_some(&["spec", "ephemeralContainers"][..])
+    }
+
     fn on_delete(&self, old: &Value, opts: &DeleteOptions) -> DeletePlan {
         DeletePlan { grace: graceful_deletion(old, opts.grace_period_seconds), ..DeletePlan::default() }
     }
@@ -582,6 +588,13 @@ mod tests {
         assert_eq!(graceful_deletion(&deleting, Some(10)), Some(Grace::Start(10)));
         assert_eq!(graceful_deletion(&deleting, Some(30)), Some(Grace::Continue));
         assert_eq!(graceful_deletion(&deleting, None), Some(Grace::Continue));
+    }
+
+    #[test]
+    fn only_the_ephemeral_containers_change_through_their_subresource() {
+        let s = &crate::resources::find("", "v1", "pods").expect("pods").strategy;
+        assert_eq!(s.subresource_field("ephemeralcontainers"), Some(&["spec", "ephemeralContainers"][..]));
+        assert_eq!(s.subresource_field("resize"), None);
     }
 
     #[test]

@@ -20,9 +20,8 @@ impl Registry {
         // The one field an update through this subresource may change.
         let owned: Option<&[&str]> = match ctx.subresource {
             Some("status") => Some(&["status"]),
-            // pods/ephemeralcontainers (upstream's dropNonEphemeralContainerUpdates).
-            Some("ephemeralcontainers") => Some(&["spec", "ephemeralContainers"]),
-            _ => None,
+            Some(sub) => info.strategy.subresource_field(sub),
+            None => None,
         };
         if let Some(owned) = owned {
             // Only that field (and managedFields) may change through the subresource.
