@@ -272,8 +272,8 @@ fn build() -> Vec<ResourceInfo> {
         aggregator::APIService => e("apiservice").cat(&["api-extensions"]).subs(&["status"]), strategies::apiregistration::api_service();
         // admissionregistration.k8s.io/v1
         a::admissionregistration::v1::MutatingWebhookConfiguration => e("mutatingwebhookconfiguration"), g::<a::admissionregistration::v1::MutatingWebhookConfiguration>();
-        a::admissionregistration::v1::ValidatingAdmissionPolicy => e("validatingadmissionpolicy").subs(&["status"]), g::<a::admissionregistration::v1::ValidatingAdmissionPolicy>();
-        a::admissionregistration::v1::ValidatingAdmissionPolicyBinding => e("validatingadmissionpolicybinding"), g::<a::admissionregistration::v1::ValidatingAdmissionPolicyBinding>();
+        a::admissionregistration::v1::ValidatingAdmissionPolicy => e("validatingadmissionpolicy").subs(&["status"]), s::admissionregistration::validating_admission_policy();
+        a::admissionregistration::v1::ValidatingAdmissionPolicyBinding => e("validatingadmissionpolicybinding"), s::admissionregistration::validating_admission_policy_binding();
         a::admissionregistration::v1::ValidatingWebhookConfiguration => e("validatingwebhookconfiguration"), g::<a::admissionregistration::v1::ValidatingWebhookConfiguration>();
         // apiextensions.k8s.io/v1
         apiext::CustomResourceDefinition => e("customresourcedefinition").short(&["crd", "crds"]).subs(&["status"]), strategies::apiextensions::custom_resource_definition();
@@ -298,23 +298,23 @@ fn build() -> Vec<ResourceInfo> {
         a::batch::v1::CronJob => e("cronjob").short(&["cj"]).all().subs(&["status"]), s::batch::cron_job();
         a::batch::v1::Job => e("job").all().subs(&["status"]), s::batch::job();
         // certificates.k8s.io/v1
-        a::certificates::v1::CertificateSigningRequest => e("certificatesigningrequest").short(&["csr"]).subs(&["approval", "status"]), g::<a::certificates::v1::CertificateSigningRequest>();
+        a::certificates::v1::CertificateSigningRequest => e("certificatesigningrequest").short(&["csr"]).subs(&["approval", "status"]), s::certificates::certificate_signing_request();
         // coordination.k8s.io/v1
-        a::coordination::v1::Lease => e("lease"), g::<a::coordination::v1::Lease>();
+        a::coordination::v1::Lease => e("lease"), s::coordination::lease();
         // discovery.k8s.io/v1
         a::discovery::v1::EndpointSlice => e("endpointslice"), s::discovery::endpoint_slice();
         // events.k8s.io/v1
-        a::events::v1::Event => e("event").short(&["ev"]), g::<a::events::v1::Event>();
+        a::events::v1::Event => e("event").short(&["ev"]), s::events::event();
         // networking.k8s.io/v1
         a::networking::v1::IngressClass => e("ingressclass"), g::<a::networking::v1::IngressClass>();
-        a::networking::v1::Ingress => e("ingress").short(&["ing"]).subs(&["status"]), g::<a::networking::v1::Ingress>();
+        a::networking::v1::Ingress => e("ingress").short(&["ing"]).subs(&["status"]), s::networking::ingress();
         a::networking::v1::IPAddress => e("ipaddress").short(&["ip"]), g::<a::networking::v1::IPAddress>();
         a::networking::v1::NetworkPolicy => e("networkpolicy").short(&["netpol"]), s::networking::network_policy();
-        a::networking::v1::ServiceCIDR => e("servicecidr").subs(&["status"]), g::<a::networking::v1::ServiceCIDR>();
+        a::networking::v1::ServiceCIDR => e("servicecidr").subs(&["status"]), s::networking::service_cidr();
         // node.k8s.io/v1
         a::node::v1::RuntimeClass => e("runtimeclass"), g::<a::node::v1::RuntimeClass>();
         // policy/v1
-        a::policy::v1::PodDisruptionBudget => e("poddisruptionbudget").short(&["pdb"]).subs(&["status"]), g::<a::policy::v1::PodDisruptionBudget>();
+        a::policy::v1::PodDisruptionBudget => e("poddisruptionbudget").short(&["pdb"]).subs(&["status"]), s::policy::pod_disruption_budget();
         // rbac.authorization.k8s.io/v1
         a::rbac::v1::ClusterRoleBinding => e("clusterrolebinding"), s::rbac::cluster_role_binding();
         a::rbac::v1::ClusterRole => e("clusterrole"), s::rbac::cluster_role();

@@ -321,6 +321,22 @@ impl Parser<'_> {
     }
 }
 
+/// The value at a dotted `path` of `obj` as a field selector compares it: strings as they are,
+/// numbers and booleans as written, `null` as the empty string.
+pub fn field_string(obj: &Value, path: &str) -> Option<String> {
+    let mut cur = obj;
+    for p in path.split('.') {
+        cur = cur.get(p)?;
+    }
+    Some(match cur {
+        Value::String(s) => s.clone(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

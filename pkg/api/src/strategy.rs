@@ -5,6 +5,7 @@
 //! [`Typed<S>`]. Decoding into the typed object is what drops (or, under strict field validation,
 //! reports) unknown fields, exactly as upstream's decoding into Go structs does.
 
+use crate::deletion::{DeleteOptions, DeletePlan};
 use crate::field::FieldError;
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::Value;
@@ -59,6 +60,56 @@ pub trait Strategy: Send + Sync + 'static {
     /// Adjusts the typed object's JSON encoding where serde's differs from Go's (e.g. a `f64`
     /// field holding a whole number, which Go writes as `10` and serde as `10.0`).
     fn encoded(&self, _obj: &mut Value) {}
+
+    // The hooks below work on the JSON object: the registry asks them on every write and list
+    // item, where decoding into the typed object would be waste.
+
+    /// Whether objects carry `metadata.generation`, set to 1 on create and bumped by every
+    /// change [`Self::generation_changed`] counts (upstream's strategies bump it in
+    /// `PrepareForUpdate`).
+    fn tracks_generation(&self) -> bool {
+        false
+    }
+    /// Whether an update changes what `metadata.generation` counts: by default the spec.
+    fn generation_changed(&self, new: &Value, old: &Value) -> bool {
+        new.get("spec") != old.get("spec")
+    }
+    /// Whether a `/status` update may also change the object's annotations (upstream's status
+    /// strategies reset them, except where a controller writes one with the status).
+    fn status_update_keeps_annotations(&self) -> bool {
+        false
+    }
+    /// Field selector labels the kind supports besides `metadata.name` / `metadata.namespace`
+    /// (upstream's `GetAttrs` / `SelectableFields`).
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// The value of one of [`Self::selectable_fields`] that a field selector compares: by
+    /// default the field as a string, empty when absent.
+    fn field_value(&self, obj: &Value, field: &str) -> String {
+        crate::selectors::field_string(obj, field).unwrap_or_default()
+    }
+    /// Whether an update (PUT) of a missing object creates it (upstream's
+    /// `AllowCreateOnUpdate`).
+    fn allow_create_on_update(&self) -> bool {
+        false
+    }
+    /// What deleting `old` takes besides the generic rules: graceful deletion, finalizers the
+    /// kind adds, the phase it shows while it waits.
+    fn on_delete(&self, _old: &Value, _opts: &DeleteOptions) -> DeletePlan {
+        DeletePlan::default()
+    }
+    /// Whether something of the kind's own, besides `metadata.finalizers`, keeps a deleting
+    /// object stored (a namespace's `spec.finalizers`).
+    fn deletion_held(&self, _obj: &Value) -> bool {
+        false
+    }
+    /// The one field an update through `subresource` may change besides `status` through
+    /// `/status` (which every kind has): e.g. `spec.ephemeralContainers` through
+    /// `pods/ephemeralcontainers`. `None`: the subresource writes as the main resource does.
+    fn subresource_field(&self, _subresource: &str) -> Option<&'static [&'static str]> {
+        None
+    }
 }
 
 /// A body that did not decode into the kind's type: a 400 BadRequest.
@@ -90,6 +141,42 @@ pub trait DynStrategy: Send + Sync {
         old: &Value,
     ) -> Result<Vec<FieldError>, DecodeError> {
         self.validate(obj, Some(old))
+    }
+    /// See [`Strategy::tracks_generation`].
+    fn tracks_generation(&self) -> bool {
+        false
+    }
+    /// See [`Strategy::generation_changed`].
+    fn generation_changed(&self, new: &Value, old: &Value) -> bool {
+        new.get("spec") != old.get("spec")
+    }
+    /// See [`Strategy::status_update_keeps_annotations`].
+    fn status_update_keeps_annotations(&self) -> bool {
+        false
+    }
+    /// See [`Strategy::selectable_fields`].
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// See [`Strategy::field_value`].
+    fn field_value(&self, obj: &Value, field: &str) -> String {
+        crate::selectors::field_string(obj, field).unwrap_or_default()
+    }
+    /// See [`Strategy::allow_create_on_update`].
+    fn allow_create_on_update(&self) -> bool {
+        false
+    }
+    /// See [`Strategy::on_delete`].
+    fn on_delete(&self, _old: &Value, _opts: &DeleteOptions) -> DeletePlan {
+        DeletePlan::default()
+    }
+    /// See [`Strategy::deletion_held`].
+    fn deletion_held(&self, _obj: &Value) -> bool {
+        false
+    }
+    /// See [`Strategy::subresource_field`].
+    fn subresource_field(&self, _subresource: &str) -> Option<&'static [&'static str]> {
+        None
     }
 }
 
@@ -179,6 +266,42 @@ impl<S: Strategy> DynStrategy for Typed<S> {
     ) -> Result<Vec<FieldError>, DecodeError> {
         let typed: S::Object = decode(obj)?;
         Ok(self.0.validate_subresource_update(subresource, &typed, &decode(old)?))
+    }
+
+    fn tracks_generation(&self) -> bool {
+        self.0.tracks_generation()
+    }
+
+    fn generation_changed(&self, new: &Value, old: &Value) -> bool {
+        self.0.generation_changed(new, old)
+    }
+
+    fn status_update_keeps_annotations(&self) -> bool {
+        self.0.status_update_keeps_annotations()
+    }
+
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        self.0.selectable_fields()
+    }
+
+    fn field_value(&self, obj: &Value, field: &str) -> String {
+        self.0.field_value(obj, field)
+    }
+
+    fn allow_create_on_update(&self) -> bool {
+        self.0.allow_create_on_update()
+    }
+
+    fn on_delete(&self, old: &Value, opts: &DeleteOptions) -> DeletePlan {
+        self.0.on_delete(old, opts)
+    }
+
+    fn deletion_held(&self, obj: &Value) -> bool {
+        self.0.deletion_held(obj)
+    }
+
+    fn subresource_field(&self, subresource: &str) -> Option<&'static [&'static str]> {
+        self.0.subresource_field(subresource)
     }
 }
 

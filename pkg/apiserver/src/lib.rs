@@ -11,6 +11,7 @@
 pub mod admission;
 pub mod aggregator;
 pub mod auth;
+mod crd_catalog;
 mod custom_resources;
 mod discovery;
 mod disruption;
@@ -127,7 +128,10 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     let registry = Arc::new(Registry {
         store: config.store.clone(),
         admission: Arc::new(chain),
-        services: Some(Arc::new(service_alloc::ServiceAllocator::new(cidr))),
+        allocators: registry::Allocators::from([(
+            service_alloc::SERVICES,
+            Arc::new(service_alloc::ServiceAllocator::new(cidr)) as Arc<dyn registry::Allocator>,
+        )]),
         custom: Arc::default(),
     });
     registry.custom.refresh(&registry.store);

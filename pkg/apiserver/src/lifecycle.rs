@@ -1,10 +1,13 @@
 //! The NamespaceLifecycle admission plugin: no objects in namespaces that do not exist or are
-//! being deleted.
+//! being deleted, and the namespaces that always exist are never deleted.
 
 use crate::admission::{Attributes, Operation, ValidatingPlugin};
 use crate::error::ApiError;
 use futures::future::BoxFuture;
 use k1s_store::Store;
+
+/// Namespaces that always exist and may not be deleted.
+pub const IMMORTAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
 
 pub struct NamespaceLifecycle {
     pub store: Store,
@@ -36,6 +39,19 @@ impl ValidatingPlugin for NamespaceLifecycle {
 
     fn validate<'a>(&'a self, attrs: &'a Attributes<'_>) -> BoxFuture<'a, Result<(), ApiError>> {
         Box::pin(async move {
+            let r = attrs.resource;
+            if attrs.operation == Operation::Delete
+                && r.group.is_empty()
+                && r.resource == "namespaces"
+                && IMMORTAL_NAMESPACES.contains(&attrs.name)
+            {
+                return Err(ApiError::forbidden_message(
+                    "",
+                    "namespaces",
+                    attrs.name,
+                    "this namespace may not be deleted",
+                ));
+            }
             if !attrs.resource.namespaced() || attrs.operation != Operation::Create {
                 return Ok(());
             }
@@ -66,5 +82,38 @@ impl ValidatingPlugin for NamespaceLifecycle {
             }
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::UserInfo;
+
+    #[tokio::test]
+    async fn the_namespaces_that_always_exist_may_not_be_deleted() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path(), k1s_store::StoreOptions::default()).expect("store");
+        let plugin = NamespaceLifecycle { store };
+        let namespaces = k1s_api::resources::find("", "v1", "namespaces").expect("namespaces");
+        let user = UserInfo::new("admin", &["system:masters"]);
+        let delete = |name: &'static str| Attributes {
+            operation: Operation::Delete,
+            resource: namespaces,
+            subresource: None,
+            namespace: None,
+            name,
+            user: &user,
+            object: None,
+            old_object: None,
+            dry_run: false,
+            warnings: Default::default(),
+        };
+        for name in IMMORTAL_NAMESPACES {
+            let e = plugin.validate(&delete(name)).await.expect_err("refused");
+            assert_eq!(e.code, 403, "{name}");
+            assert!(e.message.contains("this namespace may not be deleted"), "{}", e.message);
+        }
+        plugin.validate(&delete("team")).await.expect("any other namespace may go");
     }
 }

@@ -270,21 +270,6 @@ pub fn same_content(a: &Value, b: &Value) -> bool {
     strip(a) == strip(b)
 }
 
-/// Follows a dotted JSON path (`spec.nodeName`) to a string form for field selectors.
-pub fn field_string(obj: &Value, path: &str) -> Option<String> {
-    let mut cur = obj;
-    for p in path.split('.') {
-        cur = cur.get(p)?;
-    }
-    Some(match cur {
-        Value::String(s) => s.clone(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

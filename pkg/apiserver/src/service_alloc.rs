@@ -5,6 +5,7 @@
 //! write that then fails is released.
 
 use crate::error::ApiError;
+use crate::registry::{Allocator, Reservation};
 use k1s_api::FieldError;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -318,6 +319,50 @@ impl ServiceAllocator {
     }
 }
 
+/// The group-resource the allocator serves, its key in `Registry::allocators`.
+pub const SERVICES: (&str, &str) = ("", "services");
+
+/// A Service write's allocation: what it took, and what it gives up once stored.
+struct ServiceReservation<'a> {
+    allocator: &'a ServiceAllocator,
+    taken: Taken,
+    freed: Taken,
+}
+
+impl Reservation for ServiceReservation<'_> {
+    fn commit(self: Box<Self>) {
+        self.allocator.release(&self.freed);
+    }
+
+    fn abort(self: Box<Self>) {
+        self.allocator.release(&self.taken);
+    }
+}
+
+impl Allocator for ServiceAllocator {
+    fn seeded(&self) -> bool {
+        ServiceAllocator::seeded(self)
+    }
+
+    fn seed(&self, stored: &[Value]) {
+        self.seed_with(stored);
+    }
+
+    fn reserve_for_create<'a>(&'a self, obj: &mut Value) -> Result<Box<dyn Reservation + 'a>, ApiError> {
+        let taken = self.allocate_create(obj)?;
+        Ok(Box::new(ServiceReservation { allocator: self, taken, freed: Taken::default() }))
+    }
+
+    fn reserve_for_update<'a>(&'a self, new: &mut Value, old: &Value) -> Result<Box<dyn Reservation + 'a>, ApiError> {
+        let (taken, freed) = self.allocate_update(new, old)?;
+        Ok(Box::new(ServiceReservation { allocator: self, taken, freed }))
+    }
+
+    fn release_object(&self, obj: &Value) {
+        self.release_service(obj);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -368,5 +413,20 @@ mod tests {
         let (_, freed) = a.allocate_update(&mut to_cluster, &clash).expect("update");
         assert_eq!(freed.ports, vec![30080]);
         assert!(to_cluster["spec"]["ports"][0].get("nodePort").is_none());
+    }
+
+    #[test]
+    fn a_reservation_gives_back_what_it_took_on_abort_and_what_it_freed_on_commit() {
+        let a = alloc();
+        let hook: &dyn Allocator = &a;
+        let mut s = json!({"metadata": {"name": "np"}, "spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 30081}]}});
+        hook.reserve_for_create(&mut s).expect("create").abort();
+        let mut again = s.clone();
+        hook.reserve_for_create(&mut again).expect("free again after abort").commit();
+        let mut to_cluster = again.clone();
+        to_cluster["spec"]["type"] = json!("ClusterIP");
+        hook.reserve_for_update(&mut to_cluster, &again).expect("update").commit();
+        let mut other = json!({"metadata": {"name": "x"}, "spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 30081}]}});
+        hook.reserve_for_create(&mut other).expect("freed by the committed update");
     }
 }

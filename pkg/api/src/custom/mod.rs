@@ -230,6 +230,25 @@ impl DynStrategy for CustomStrategy {
         }
         Ok(errs)
     }
+
+    /// Every custom resource carries `metadata.generation`.
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+
+    /// A custom resource has no fixed spec: everything but metadata counts (and status, when
+    /// it has a status subresource), as upstream's customResourceStrategy.
+    fn generation_changed(&self, new: &Value, old: &Value) -> bool {
+        let counted = |v: &Value| -> Vec<(String, Value)> {
+            v.as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(k, _)| k.as_str() != "metadata" && !(self.has_status && k.as_str() == "status"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        counted(new) != counted(old)
+    }
 }
 
 #[cfg(test)]
@@ -299,5 +318,23 @@ mod tests {
         let mut bad = crd();
         bad["spec"]["versions"][0]["storage"] = json!(false);
         assert!(resource_infos(&bad).is_err());
+    }
+
+    #[test]
+    fn a_custom_resources_generation_counts_all_but_metadata_and_a_status_subresource() {
+        let infos = resource_infos(&crd()).expect("infos");
+        let (with_status, without) = (&infos[0].strategy, &infos[1].strategy);
+        assert!(with_status.tracks_generation() && without.tracks_generation());
+        let old = json!({"metadata": {"labels": {"a": "1"}}, "spec": {"size": 1}, "status": {"replicas": 1}});
+        let mut relabelled = old.clone();
+        relabelled["metadata"]["labels"]["a"] = json!("2");
+        assert!(!with_status.generation_changed(&relabelled, &old));
+        let mut status = old.clone();
+        status["status"]["replicas"] = json!(2);
+        assert!(!with_status.generation_changed(&status, &old));
+        assert!(without.generation_changed(&status, &old), "without a status subresource status counts");
+        let mut top = old.clone();
+        top["data"] = json!({"x": 1});
+        assert!(with_status.generation_changed(&top, &old));
     }
 }

@@ -4,15 +4,20 @@
 //! scope).
 
 use super::formats;
+use crate::deletion::{DeleteOptions, DeletePlan};
 use crate::field::{FieldError, Path};
 use crate::strategy::{DynStrategy, NameRule, Strategy, Typed};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceConversion, CustomResourceDefinition,
 };
+use serde_json::Value;
 
 pub fn custom_resource_definition() -> Box<dyn DynStrategy> {
     Box::new(Typed(CrdStrategy))
 }
+
+/// The finalizer a definition gets when deleted, removed once its custom resources are gone.
+pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
 
 struct CrdStrategy;
 
@@ -43,6 +48,17 @@ fn whole_numbers(v: &mut serde_json::Value) {
 
 impl Strategy for CrdStrategy {
     type Object = CustomResourceDefinition;
+
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+
+    /// A definition goes only after its custom resources (upstream's Delete of CRDs adds the
+    /// cleanup finalizer the apiextensions controller removes once they are gone).
+    fn on_delete(&self, old: &Value, _opts: &DeleteOptions) -> DeletePlan {
+        let deleting = old.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+        DeletePlan { finalizers: if deleting { Vec::new() } else { vec![CLEANUP_FINALIZER] }, ..DeletePlan::default() }
+    }
 
     fn name_rule(&self) -> NameRule {
         NameRule::Subdomain

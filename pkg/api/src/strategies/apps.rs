@@ -18,6 +18,7 @@ use k8s_openapi::api::apps::v1::{
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde_json::Value;
 use std::collections::BTreeMap;
 
 pub fn daemon_set() -> Box<dyn DynStrategy> {
@@ -179,6 +180,24 @@ fn validate_deployment_spec(spec: &DeploymentSpec, path: &Path) -> Vec<FieldErro
 impl Strategy for DeploymentStrategy {
     type Object = Deployment;
 
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+
+    /// The annotations count too: they are copied to the ReplicaSets (upstream's
+    /// deploymentStrategy bumps the generation on either).
+    fn generation_changed(&self, new: &Value, old: &Value) -> bool {
+        let annotations = |v: &Value| v.get("metadata").and_then(|m| m.get("annotations")).cloned();
+        new.get("spec") != old.get("spec") || annotations(new) != annotations(old)
+    }
+
+    /// The Deployment controller writes the `deployment.kubernetes.io/revision` annotation with
+    /// the status (upstream's deploymentStatusStrategy resets only spec and labels), so that it
+    /// does not bump the generation as a main-resource write would.
+    fn status_update_keeps_annotations(&self) -> bool {
+        true
+    }
+
     fn set_defaults(&self, d: &mut Deployment) {
         let spec = d.spec.get_or_insert_with(Default::default);
         spec.replicas.get_or_insert(1);
@@ -239,6 +258,14 @@ fn validate_replica_set_spec(spec: &ReplicaSetSpec, path: &Path) -> Vec<FieldErr
 
 impl Strategy for ReplicaSetStrategy {
     type Object = ReplicaSet;
+
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["status.replicas"]
+    }
+
+    fn tracks_generation(&self) -> bool {
+        true
+    }
 
     fn set_defaults(&self, rs: &mut ReplicaSet) {
         let spec = rs.spec.get_or_insert_with(Default::default);
@@ -354,6 +381,10 @@ fn validate_stateful_set_spec(spec: &StatefulSetSpec, path: &Path) -> Vec<FieldE
 
 impl Strategy for StatefulSetStrategy {
     type Object = StatefulSet;
+
+    fn tracks_generation(&self) -> bool {
+        true
+    }
 
     fn set_defaults(&self, s: &mut StatefulSet) {
         let spec = s.spec.get_or_insert_with(Default::default);
@@ -471,6 +502,10 @@ fn set_template_generation(meta: &mut ObjectMeta, generation: i64) {
 
 impl Strategy for DaemonSetStrategy {
     type Object = DaemonSet;
+
+    fn tracks_generation(&self) -> bool {
+        true
+    }
 
     fn set_defaults(&self, ds: &mut DaemonSet) {
         let spec = ds.spec.get_or_insert_with(Default::default);

@@ -38,6 +38,10 @@ struct HpaV2;
 impl Strategy for HpaV1 {
     type Object = v1::HorizontalPodAutoscaler;
 
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+
     fn set_defaults(&self, obj: &mut Self::Object) {
         let spec = obj.spec.get_or_insert_with(Default::default);
         spec.min_replicas.get_or_insert(1);
@@ -69,6 +73,10 @@ impl Strategy for HpaV1 {
 
 impl Strategy for HpaV2 {
     type Object = v2::HorizontalPodAutoscaler;
+
+    fn tracks_generation(&self) -> bool {
+        true
+    }
 
     fn set_defaults(&self, obj: &mut Self::Object) {
         let spec = obj.spec.get_or_insert_with(Default::default);

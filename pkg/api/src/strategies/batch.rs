@@ -215,6 +215,14 @@ impl JobStrategy {
 impl Strategy for JobStrategy {
     type Object = Job;
 
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["status.successful"]
+    }
+
     fn set_defaults(&self, job: &mut Job) {
         let spec = job.spec.get_or_insert_with(Default::default);
         set_job_spec_defaults(spec);
@@ -402,6 +410,10 @@ impl CronJobStrategy {
 
 impl Strategy for CronJobStrategy {
     type Object = CronJob;
+
+    fn tracks_generation(&self) -> bool {
+        true
+    }
 
     fn set_defaults(&self, cj: &mut CronJob) {
         let spec = cj.spec.get_or_insert_with(Default::default);

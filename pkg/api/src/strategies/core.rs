@@ -11,6 +11,7 @@ use super::pod_spec;
 use super::ports;
 use super::quantity::{self, Quantity};
 use super::service::ServiceStrategy;
+use crate::deletion::{DeleteOptions, DeletePlan};
 use crate::field::{FieldError, Path};
 use crate::meta;
 use crate::strategy::{DynStrategy, NameRule, Strategy, Typed};
@@ -20,6 +21,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::ByteString;
+use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub fn config_map() -> Box<dyn DynStrategy> {
@@ -161,6 +163,10 @@ pub struct SecretStrategy;
 
 impl Strategy for SecretStrategy {
     type Object = Secret;
+
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["type"]
+    }
     // No create/update preparation (set back to true when adding one).
     const PREPARES: bool = false;
 
@@ -261,6 +267,20 @@ fn set_namespace_label(meta: &mut ObjectMeta) {
 impl Strategy for NamespaceStrategy {
     type Object = Namespace;
 
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["status.phase"]
+    }
+
+    /// A namespace shows `Terminating` while its content goes (upstream's namespace REST Delete).
+    fn on_delete(&self, _old: &Value, _opts: &DeleteOptions) -> DeletePlan {
+        DeletePlan { status_phase: Some("Terminating"), ..DeletePlan::default() }
+    }
+
+    /// `spec.finalizers` (the namespace controller's `kubernetes`) keep a deleting namespace.
+    fn deletion_held(&self, obj: &Value) -> bool {
+        obj.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|a| !a.is_empty())
+    }
+
     fn name_rule(&self) -> NameRule {
         NameRule::Label
     }
@@ -313,6 +333,19 @@ const TAINT_EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
 
 impl Strategy for NodeStrategy {
     type Object = Node;
+
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["spec.unschedulable"]
+    }
+
+    /// An unset `spec.unschedulable` is `false`.
+    fn field_value(&self, obj: &Value, field: &str) -> String {
+        let v = crate::selectors::field_string(obj, field).unwrap_or_default();
+        if field == "spec.unschedulable" && v.is_empty() {
+            return "false".into();
+        }
+        v
+    }
 
     fn set_defaults(&self, node: &mut Node) {
         if let Some(status) = node.status.as_mut() {
@@ -446,6 +479,10 @@ fn validate_endpoint_address(a: &EndpointAddress, path: &Path) -> Vec<FieldError
 impl Strategy for EndpointsStrategy {
     type Object = Endpoints;
 
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+
     fn set_defaults(&self, ep: &mut Endpoints) {
         for p in ep.subsets.iter_mut().flatten().flat_map(|s| s.ports.iter_mut().flatten()) {
             if p.protocol.as_deref().unwrap_or_default().is_empty() {
@@ -494,6 +531,32 @@ pub struct EventStrategy;
 
 impl Strategy for EventStrategy {
     type Object = Event;
+
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ]
+    }
+
+    /// `source` selects by `source.component`.
+    fn field_value(&self, obj: &Value, field: &str) -> String {
+        let field = if field == "source" { "source.component" } else { field };
+        crate::selectors::field_string(obj, field).unwrap_or_default()
+    }
+
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
 
     fn validate(&self, e: &Event) -> Vec<FieldError> {
         let mut errs = Vec::new();
@@ -557,6 +620,14 @@ pub struct ReplicationControllerStrategy;
 
 impl Strategy for ReplicationControllerStrategy {
     type Object = ReplicationController;
+
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["status.replicas"]
+    }
 
     fn set_defaults(&self, rc: &mut ReplicationController) {
         let spec = rc.spec.get_or_insert_with(Default::default);

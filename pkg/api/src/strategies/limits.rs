@@ -36,6 +36,10 @@ fn parsed(list: Option<&ResourceList>, path: &Path, errs: &mut Vec<FieldError>) 
 impl Strategy for LimitRangeStrategy {
     type Object = LimitRange;
 
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+
     fn set_defaults(&self, lr: &mut LimitRange) {
         for item in lr.spec.iter_mut().flat_map(|s| s.limits.iter_mut()) {
             if item.type_ == "Container" {
@@ -160,6 +164,10 @@ pub struct ResourceQuotaStrategy;
 
 impl Strategy for ResourceQuotaStrategy {
     type Object = ResourceQuota;
+
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
 
     fn set_defaults(&self, rq: &mut ResourceQuota) {
         let spec_lists = rq.spec.iter_mut().filter_map(|s| s.hard.as_mut());

@@ -1,4 +1,4 @@
-//! Strategies for the networking resources: NetworkPolicies, as upstream's
+//! Strategies for the networking resources: Ingresses and ServiceCIDRs (generation only), NetworkPolicies, as upstream's
 //! `pkg/apis/networking/v1/defaults.go` and `pkg/apis/networking/validation`.
 
 use super::formats;
@@ -6,11 +6,43 @@ use super::label_selector;
 use super::ports;
 use crate::field::{FieldError, Path};
 use crate::strategy::{DynStrategy, Strategy, Typed};
-use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort};
+use k8s_openapi::api::networking::v1::{Ingress, NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort, ServiceCIDR};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 pub fn network_policy() -> Box<dyn DynStrategy> {
     Box::new(Typed(NetworkPolicyStrategy))
+}
+
+pub fn ingress() -> Box<dyn DynStrategy> {
+    Box::new(Typed(IngressStrategy))
+}
+
+pub fn service_cidr() -> Box<dyn DynStrategy> {
+    Box::new(Typed(ServiceCidrStrategy))
+}
+
+/// Ingress: spec changes bump the generation.
+pub struct IngressStrategy;
+
+impl Strategy for IngressStrategy {
+    type Object = Ingress;
+    const PREPARES: bool = false;
+
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+}
+
+/// ServiceCIDR: spec changes bump the generation.
+pub struct ServiceCidrStrategy;
+
+impl Strategy for ServiceCidrStrategy {
+    type Object = ServiceCIDR;
+    const PREPARES: bool = false;
+
+    fn tracks_generation(&self) -> bool {
+        true
+    }
 }
 
 fn validate_port(port: &NetworkPolicyPort, path: &Path) -> Vec<FieldError> {
@@ -96,6 +128,10 @@ pub struct NetworkPolicyStrategy;
 
 impl Strategy for NetworkPolicyStrategy {
     type Object = NetworkPolicy;
+
+    fn tracks_generation(&self) -> bool {
+        true
+    }
 
     fn set_defaults(&self, np: &mut NetworkPolicy) {
         let spec = np.spec.get_or_insert_with(Default::default);

@@ -5,9 +5,11 @@
 use super::pod_spec;
 use super::quantity::Quantity;
 use super::semantic;
+use crate::deletion::{DeleteOptions, DeletePlan, Grace};
 use crate::field::{FieldError, Path};
 use crate::strategy::Strategy;
 use k8s_openapi::api::core::v1::{Container, Pod, PodCondition, PodSpec, PodStatus, Toleration};
+use serde_json::Value;
 use std::collections::BTreeMap;
 
 const UPDATABLE_FIELDS: &str = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
@@ -140,11 +142,65 @@ fn ephemeral_changes(new: &PodSpec, old: &PodSpec, path: &Path) -> Vec<FieldErro
     errs
 }
 
+/// Upstream's `CheckGracefulDelete` for pods: a pod bound to a node and not finished waits
+/// `requested` seconds (else its `terminationGracePeriodSeconds`, else 30) for the kubelet to
+/// stop it; a shorter period than one under way starts again. Unbound or finished pods, and a
+/// zero period, go at once.
+pub fn graceful_deletion(pod: &Value, requested: Option<i64>) -> Option<Grace> {
+    let grace =
+        requested.or_else(|| pod.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64)).unwrap_or(30);
+    let bound = pod.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+    let terminal = matches!(pod.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
+    if !bound || terminal || grace <= 0 {
+        return None;
+    }
+    match pod.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64) {
+        Some(current) if grace >= current => Some(Grace::Continue),
+        _ => Some(Grace::Start(grace)),
+    }
+}
+
 /// Annotation of a static pod's mirror in the API.
 const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 impl Strategy for PodStrategy {
     type Object = Pod;
+
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ]
+    }
+
+    /// An unset `spec.hostNetwork` is `false`.
+    fn field_value(&self, obj: &Value, field: &str) -> String {
+        let v = crate::selectors::field_string(obj, field).unwrap_or_default();
+        if field == "spec.hostNetwork" && v.is_empty() {
+            return "false".into();
+        }
+        v
+    }
+
+    /// `pods/ephemeralcontainers` changes only the ephemeral containers (upstream's
+    /// `dropNonEphemeralContainerUpdates`).
+    fn subresource_field(&self, subresource: &str) -> Option<&'static [&'static str]> {
+        (subresource == "ephemeralcontainers").then_some(&["spec", "ephemeralContainers"][..])
+    }
+
+    fn on_delete(&self, old: &Value, opts: &DeleteOptions) -> DeletePlan {
+        DeletePlan { grace: graceful_deletion(old, opts.grace_period_seconds), ..DeletePlan::default() }
+    }
 
     fn set_defaults(&self, pod: &mut Pod) {
         let spec = pod.spec.get_or_insert_with(Default::default);
@@ -495,5 +551,57 @@ mod tests {
             messages(&PodStrategy.validate_update(&new, &old)),
             ["spec.activeDeadlineSeconds: Invalid value: 200: must be less than or equal to previous value"]
         );
+    }
+
+    fn pod(node: &str, phase: &str, grace: Option<i64>, deleting_with: Option<i64>) -> Value {
+        let mut p =
+            serde_json::json!({"metadata": {"name": "web"}, "spec": {"nodeName": node}, "status": {"phase": phase}});
+        if let Some(g) = grace {
+            p["spec"]["terminationGracePeriodSeconds"] = g.into();
+        }
+        if let Some(g) = deleting_with {
+            p["metadata"]["deletionGracePeriodSeconds"] = g.into();
+            p["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z".into();
+        }
+        p
+    }
+
+    #[test]
+    fn a_running_bound_pod_is_deleted_gracefully_with_its_own_period_unless_one_is_asked() {
+        assert_eq!(graceful_deletion(&pod("n1", "Running", None, None), None), Some(Grace::Start(30)));
+        assert_eq!(graceful_deletion(&pod("n1", "Running", Some(5), None), None), Some(Grace::Start(5)));
+        assert_eq!(graceful_deletion(&pod("n1", "Running", Some(5), None), Some(2)), Some(Grace::Start(2)));
+    }
+
+    #[test]
+    fn unbound_finished_or_zero_grace_pods_go_at_once() {
+        assert_eq!(graceful_deletion(&pod("", "Pending", None, None), None), None);
+        assert_eq!(graceful_deletion(&pod("n1", "Succeeded", None, None), None), None);
+        assert_eq!(graceful_deletion(&pod("n1", "Failed", None, None), None), None);
+        assert_eq!(graceful_deletion(&pod("n1", "Running", None, None), Some(0)), None);
+        assert_eq!(graceful_deletion(&pod("n1", "Running", None, Some(30)), Some(0)), None);
+    }
+
+    #[test]
+    fn a_second_delete_only_shortens_a_grace_period_under_way() {
+        let deleting = pod("n1", "Running", None, Some(30));
+        assert_eq!(graceful_deletion(&deleting, Some(10)), Some(Grace::Start(10)));
+        assert_eq!(graceful_deletion(&deleting, Some(30)), Some(Grace::Continue));
+        assert_eq!(graceful_deletion(&deleting, None), Some(Grace::Continue));
+    }
+
+    #[test]
+    fn only_the_ephemeral_containers_change_through_their_subresource() {
+        let s = &crate::resources::find("", "v1", "pods").expect("pods").strategy;
+        assert_eq!(s.subresource_field("ephemeralcontainers"), Some(&["spec", "ephemeralContainers"][..]));
+        assert_eq!(s.subresource_field("resize"), None);
+    }
+
+    #[test]
+    fn the_pod_strategy_plans_graceful_deletion_through_the_table() {
+        let s = &crate::resources::find("", "v1", "pods").expect("pods").strategy;
+        let opts = DeleteOptions { grace_period_seconds: Some(7), ..DeleteOptions::default() };
+        let plan = s.on_delete(&pod("n1", "Running", None, None), &opts);
+        assert_eq!(plan, DeletePlan { grace: Some(Grace::Start(7)), ..DeletePlan::default() });
     }
 }

@@ -141,6 +141,10 @@ pub struct RoleStrategy;
 impl Strategy for RoleStrategy {
     type Object = Role;
 
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+
     fn name_rule(&self) -> NameRule {
         NameRule::PathSegment
     }
@@ -155,6 +159,10 @@ pub struct ClusterRoleStrategy;
 
 impl Strategy for ClusterRoleStrategy {
     type Object = ClusterRole;
+
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
 
     fn name_rule(&self) -> NameRule {
         NameRule::PathSegment
@@ -185,6 +193,10 @@ pub struct RoleBindingStrategy;
 impl Strategy for RoleBindingStrategy {
     type Object = RoleBinding;
 
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+
     fn name_rule(&self) -> NameRule {
         NameRule::PathSegment
     }
@@ -211,6 +223,10 @@ pub struct ClusterRoleBindingStrategy;
 
 impl Strategy for ClusterRoleBindingStrategy {
     type Object = ClusterRoleBinding;
+
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
 
     fn name_rule(&self) -> NameRule {
         NameRule::PathSegment

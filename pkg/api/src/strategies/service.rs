@@ -507,6 +507,10 @@ pub struct ServiceStrategy;
 impl Strategy for ServiceStrategy {
     type Object = Service;
 
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["spec.clusterIP", "spec.type"]
+    }
+
     fn name_rule(&self) -> NameRule {
         NameRule::Label
     }

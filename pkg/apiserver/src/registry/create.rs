@@ -1,0 +1,190 @@
+//! Create (POST): server-owned metadata, admission, the kind's preparation and validation, and
+//! the allocation its resource takes part in, undone when the write does not happen.
+
+use super::{Ctx, Registry};
+use crate::admission::{self, Operation};
+use crate::error::{from_store, ApiError};
+use crate::object::{self, meta_mut};
+use bytes::Bytes;
+use k1s_api::conversion;
+use k1s_api::ResourceInfo;
+use serde_json::{json, Value};
+
+impl Registry {
+    /// Create (POST).
+    pub async fn create(&self, ctx: &mut Ctx<'_>, body: Value) -> Result<Value, ApiError> {
+        self.create_with_json(ctx, body).await.map(|(obj, _)| obj)
+    }
+
+    /// [`create`](Self::create), with the created object's JSON as well when it was stored (not
+    /// under dry-run): the stored bytes with `resourceVersion` spliced in, byte for byte what
+    /// encoding the returned object gives, without encoding it a second time.
+    pub async fn create_with_json(&self, ctx: &mut Ctx<'_>, body: Value) -> Result<(Value, Option<Vec<u8>>), ApiError> {
+        let mut obj = body;
+        Self::check_type_and_namespace(ctx, &mut obj)?;
+        if object::resource_version(&obj).is_some() {
+            return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
+        }
+        let mut obj = self.normalize(ctx, obj)?;
+        let stored = self.create_normalized(ctx, &mut obj).await?;
+        // The stored bytes are the reply only when they are in the version asked for.
+        let json = stored
+            .filter(|_| !conversion::converts(ctx.info))
+            .and_then(|(bytes, rev)| object::storage_json_with_rv(&bytes, rev));
+        Ok((obj, json))
+    }
+
+    /// Create of an already decoded and defaulted object (also used by apply-creates). Gives
+    /// the stored bytes and their revision, unless under dry-run.
+    pub(super) async fn create_normalized(
+        &self,
+        ctx: &mut Ctx<'_>,
+        obj: &mut Value,
+    ) -> Result<Option<(Bytes, u64)>, ApiError> {
+        let reservation = match self.allocator(ctx.info)? {
+            Some(a) => Some(a.reserve_for_create(obj)?),
+            None => None,
+        };
+        let res = self.create_allocated(ctx, obj).await;
+        if let Some(r) = reservation {
+            if res.is_err() || ctx.dry_run {
+                r.abort();
+            } else {
+                r.commit();
+            }
+        }
+        res
+    }
+
+    async fn create_allocated(&self, ctx: &mut Ctx<'_>, obj: &mut Value) -> Result<Option<(Bytes, u64)>, ApiError> {
+        let info = ctx.info;
+        {
+            let md = meta_mut(obj);
+            let name = md.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+            if name.is_empty() {
+                if let Some(g) = md.get("generateName").and_then(Value::as_str).filter(|g| !g.is_empty()) {
+                    md.insert("name".into(), Value::String(object::generate_name(g)));
+                }
+            }
+            md.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
+            md.insert("creationTimestamp".into(), Value::String(object::now_rfc3339()));
+            md.remove("deletionTimestamp");
+            md.remove("deletionGracePeriodSeconds");
+            md.remove("resourceVersion");
+            md.remove("selfLink");
+            if info.strategy.tracks_generation() {
+                md.insert("generation".into(), json!(1));
+            } else {
+                md.remove("generation");
+            }
+        }
+        let name = object::name(obj).to_string();
+        let ns = object::namespace(obj).map(str::to_string);
+        let mut attrs = admission::Attributes {
+            operation: Operation::Create,
+            resource: info,
+            subresource: None,
+            namespace: ns.as_deref(),
+            name: &name,
+            user: ctx.user,
+            object: Some(obj),
+            old_object: None,
+            dry_run: ctx.dry_run,
+            warnings: Default::default(),
+        };
+        let admitted = self.admission.admit(&mut attrs).await;
+        ctx.warnings.extend(attrs.take_warnings());
+        admitted?;
+        info.strategy.prepare_for_create(obj).map_err(|e| ApiError::bad_request(e.0))?;
+        self.validate(ctx, obj, None)?;
+        let name = object::name(obj).to_string();
+        self.validate_admission(ctx, Operation::Create, &name, ns.as_deref(), Some(obj), None).await?;
+        Self::record_fields(ctx, None, obj);
+        if ctx.dry_run {
+            return Ok(None);
+        }
+        let key = Self::key(info, ns.as_deref(), &name);
+        let kv =
+            self.store.create(&key, Self::storage_bytes(info, obj)?).await.map_err(|e| from_store(e, info, &name))?;
+        object::set_resource_version(obj, kv.mod_revision);
+        Ok(Some((kv.value, kv.mod_revision)))
+    }
+
+    /// Writes an object as the server itself (bootstrap objects), creating it if missing.
+    pub async fn ensure(&self, info: &'static ResourceInfo, obj: Value) -> Result<(), ApiError> {
+        let name = object::name(&obj).to_string();
+        let ns = object::namespace(&obj).map(str::to_string);
+        if self.get(info, ns.as_deref(), &name).is_ok() {
+            return Ok(());
+        }
+        let user = Self::server_user();
+        match self.create(&mut Self::server_ctx(&user, info, ns.as_deref()), obj).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.code == 409 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::Chain;
+    use crate::auth::UserInfo;
+    use crate::registry::FieldValidation;
+    use k1s_store::Store;
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn a_created_objects_json_is_what_encoding_the_created_object_gives() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path(), k1s_store::StoreOptions::default()).expect("store");
+        let reg = Registry {
+            store,
+            admission: Arc::new(Chain { mutating: Vec::new(), validating: Vec::new() }),
+            allocators: Default::default(),
+            custom: Arc::default(),
+        };
+        let user = UserInfo::new("admin", &["system:masters"]);
+        let info = k1s_api::resources::find("", "v1", "configmaps").expect("configmaps");
+        let bodies = [
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "plain", "labels": {"app": "x"}},
+                   "data": {"k": "v \" \\ é \u{1}"}}),
+            // Metadata that mentions "resourceVersion" takes the decoding path.
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "mentions", "annotations": {"resourceVersion": "\"resourceVersion\""}}}),
+        ];
+        for (i, body) in bodies.into_iter().enumerate() {
+            for dry_run in [false, true] {
+                let mut ctx = Ctx {
+                    user: &user,
+                    info,
+                    namespace: Some("default"),
+                    subresource: None,
+                    dry_run,
+                    field_manager: "test".into(),
+                    field_validation: FieldValidation::Strict,
+                    warnings: Vec::new(),
+                };
+                let mut body = body.clone();
+                if dry_run {
+                    meta_mut(&mut body).insert("name".into(), json!(format!("dry-{i}")));
+                }
+                let (obj, json) = reg.create_with_json(&mut ctx, body).await.expect("create");
+                assert!(object::resource_version(&obj).is_some_and(|rv| !rv.is_empty()) != dry_run);
+                match json {
+                    Some(json) => {
+                        assert!(!dry_run);
+                        assert_eq!(
+                            String::from_utf8(json).expect("utf-8"),
+                            serde_json::to_string(&obj).expect("encode"),
+                            "{}",
+                            object::name(&obj)
+                        );
+                    }
+                    None => assert!(dry_run, "a stored create gives its JSON"),
+                }
+            }
+        }
+    }
+}
