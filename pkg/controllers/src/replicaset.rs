@@ -12,11 +12,14 @@
 
 use crate::workloads::events::Batch;
 use crate::workloads::expectations::{self, Expectations};
-use crate::workloads::{driver, informer, owner, pods, selector, time};
+use crate::workloads::{owner, pods, selector, time};
 use crate::Context;
 use futures::future::join_all;
 use jiff::Timestamp;
-use k1s_runtime::events::Recorder;
+use k1s_runtime::api_error::is_namespace_terminating;
+use k1s_runtime::controller::reconcile_loop;
+use k1s_runtime::events::{object_reference, Recorder};
+use k1s_runtime::informer;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::{
     Pod, PodTemplateSpec, ReplicationController, ReplicationControllerCondition, ReplicationControllerStatus,
@@ -309,14 +312,7 @@ fn on_pod_change<K: Replicated>(
     exp: &Expectations,
     queue: &informer::Queue<K>,
 ) {
-    let resolve = |pod: &Pod| -> Option<Arc<K>> {
-        let r = owner::controller_of(&pod.metadata)?;
-        if r.kind != K::kind(&()) {
-            return None;
-        }
-        let ns = pod.metadata.namespace.as_deref();
-        informer::get(owners, ns, &r.name).filter(|o| o.meta().uid.as_deref() == Some(r.uid.as_str()))
-    };
+    let resolve = |pod: &Pod| informer::controller_in(owners, &pod.metadata);
     let enqueue_matching = |pod: &Pod| {
         let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
         for o in informer::list_in(owners, ns, |o| {
@@ -440,19 +436,8 @@ impl<K: Replicated> Owners<K> {
             owners: self.store.clone(),
             expectations: self.expectations,
         });
-        driver::run(K::COMPONENT, self.store, self.triggers, controller, reconcile::<K>, ctx.cancel.clone()).await;
+        reconcile_loop(K::COMPONENT, self.store, self.triggers, controller, reconcile::<K>, ctx.cancel.clone()).await;
     }
-}
-
-fn reference<K: Replicated>(o: &K) -> k8s_openapi::api::core::v1::ObjectReference {
-    let m = o.meta();
-    k1s_runtime::events::reference(
-        &K::api_version(&()),
-        &K::kind(&()),
-        m.namespace.as_deref(),
-        m.name.as_deref().unwrap_or_default(),
-        m.uid.as_deref(),
-    )
 }
 
 /// One sync of one ReplicaSet (or ReplicationController).
@@ -562,10 +547,6 @@ pub async fn reconcile<K: Replicated>(rs: Arc<K>, ctl: Arc<Controller<K>>) -> Re
     })
 }
 
-fn namespace_terminating(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 403 && s.message.contains("being terminated"))
-}
-
 async fn create_pods<K: Replicated>(
     rs: &K,
     ctl: &Controller<K>,
@@ -592,7 +573,7 @@ async fn create_pods<K: Replicated>(
                 }
                 Err(e) => {
                     ctl.expectations.creation_observed(key);
-                    if namespace_terminating(&e) {
+                    if is_namespace_terminating(&e) {
                         continue;
                     }
                     events.warning("FailedCreate", format!("Error creating: {e}"));
@@ -609,7 +590,7 @@ async fn create_pods<K: Replicated>(
             break;
         }
     }
-    events.record(&ctl.recorder, &reference(rs)).await;
+    events.record(&ctl.recorder, &object_reference(rs)).await;
     error.map_or(Ok(()), Err)
 }
 
@@ -640,7 +621,7 @@ async fn delete_pods<K: Replicated>(
             }
         }
     }
-    events.record(&ctl.recorder, &reference(rs)).await;
+    events.record(&ctl.recorder, &object_reference(rs)).await;
     error.map_or(Ok(()), Err)
 }
 

@@ -9,13 +9,15 @@
 
 pub mod status;
 
+use crate::core::chain;
 use crate::core::discovery::{split_api_version, ServedCache};
-use crate::core::workqueue::{Backoff, Failures, WorkQueue};
-use crate::core::{chain, is_conflict, is_not_found};
 use crate::Context;
 use futures::{Stream, StreamExt};
 use jiff::Timestamp;
+use k1s_runtime::api_error::{is_conflict, is_not_found};
+use k1s_runtime::backoff::{Backoff, Failures};
 use k1s_runtime::events::{reference, EventType};
+use k1s_runtime::workqueue::WorkQueue;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;

@@ -13,11 +13,13 @@ pub mod ports;
 pub mod slices;
 pub mod tracker;
 
-use crate::core::workqueue::{Backoff, WorkQueue};
-use crate::core::{chain, is_already_exists, is_conflict, is_namespace_terminating, is_not_found};
+use crate::core::chain;
 use crate::Context;
 use futures::{Stream, StreamExt};
+use k1s_runtime::api_error::{is_already_exists, is_conflict, is_namespace_terminating, is_not_found};
+use k1s_runtime::backoff::Backoff;
 use k1s_runtime::events::{reference, EventType};
+use k1s_runtime::workqueue::WorkQueue;
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, PostParams};
