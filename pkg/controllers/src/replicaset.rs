@@ -12,10 +12,11 @@
 
 use crate::workloads::events::Batch;
 use crate::workloads::expectations::{self, Expectations};
-use crate::workloads::{owner, pods, selector, time};
+use crate::workloads::{owner, pods, time};
 use crate::Context;
 use futures::future::join_all;
 use jiff::Timestamp;
+use k1s_api::selectors;
 use k1s_runtime::api_error::is_namespace_terminating;
 use k1s_runtime::controller::reconcile_loop;
 use k1s_runtime::events::{object_reference, Recorder};
@@ -218,7 +219,7 @@ pub fn calculate_status<K: Replicated>(
     let mut status = rs.current_status();
     let template_labels = rs.template().and_then(|t| t.metadata.as_ref()).and_then(|m| m.labels.as_ref());
     let min_ready = rs.min_ready_seconds();
-    let fully = active.iter().filter(|p| selector::set_matches(template_labels, p.metadata.labels.as_ref())).count();
+    let fully = active.iter().filter(|p| selectors::set_matches(template_labels, p.metadata.labels.as_ref())).count();
     let ready = active.iter().filter(|p| pods::is_ready(p)).count();
     let available = active.iter().filter(|p| pods::is_available(p, min_ready, now)).count();
     let has_failure = status.conditions.iter().flatten().any(|c| c.type_ == "ReplicaFailure");
@@ -316,7 +317,7 @@ fn on_pod_change<K: Replicated>(
     let enqueue_matching = |pod: &Pod| {
         let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
         for o in informer::list_in(owners, ns, |o| {
-            selector::matches(o.label_selector().as_ref(), pod.metadata.labels.as_ref())
+            selectors::matches(o.label_selector().as_ref(), pod.metadata.labels.as_ref())
         }) {
             queue.add_obj(&o);
         }
@@ -458,7 +459,7 @@ pub async fn reconcile<K: Replicated>(rs: Arc<K>, ctl: Arc<Controller<K>>) -> Re
         .filter(|p| {
             pods::is_terminating(p)
                 && owner::is_controlled_by(&p.metadata, &uid)
-                && selector::matches(sel.as_ref(), p.metadata.labels.as_ref())
+                && selectors::matches(sel.as_ref(), p.metadata.labels.as_ref())
         })
         .count();
     let pod_api: Api<Pod> = Api::namespaced(ctl.client.clone(), &ns);
@@ -468,7 +469,7 @@ pub async fn reconcile<K: Replicated>(rs: Arc<K>, ctl: Arc<Controller<K>>) -> Re
         &owner_api,
         &pod_api,
         candidates,
-        |p| selector::matches(sel.as_ref(), p.metadata.labels.as_ref()),
+        |p| selectors::matches(sel.as_ref(), p.metadata.labels.as_ref()),
         None,
     )
     .await
@@ -745,7 +746,7 @@ mod tests {
             status: None,
         };
         let sel = rc.label_selector();
-        assert!(selector::matches(sel.as_ref(), Some(&[("app".to_string(), "web".to_string())].into())));
+        assert!(selectors::matches(sel.as_ref(), Some(&[("app".to_string(), "web".to_string())].into())));
         assert_eq!(rc.replicas(), 1);
         let s = calculate_status(&rc, &[], 2, None, ts(NOW));
         assert_eq!(s.terminating_replicas, None);

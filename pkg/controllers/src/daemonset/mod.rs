@@ -10,9 +10,10 @@ pub mod plan;
 
 use crate::workloads::events::Batch;
 use crate::workloads::expectations::{self, Expectations};
-use crate::workloads::{hash, history, owner, selector};
+use crate::workloads::{hash, history, owner};
 use crate::Context;
 use jiff::Timestamp;
+use k1s_api::selectors;
 use k1s_runtime::api_error::is_namespace_terminating;
 use k1s_runtime::controller::{self as runtime, Scope};
 use k1s_runtime::events::{object_reference, EventType, Recorder};
@@ -88,7 +89,7 @@ fn on_pod_change(old: Option<&Pod>, new: Option<&Pod>, exp: &Expectations, scope
         }
     }
     scope.enqueue_controller_or_adopters(&pod.metadata, |d| {
-        selector::matches(d.spec.as_ref().map(|s| &s.selector), pod.metadata.labels.as_ref())
+        selectors::matches(d.spec.as_ref().map(|s| &s.selector), pod.metadata.labels.as_ref())
     });
 }
 
@@ -141,7 +142,7 @@ pub async fn reconcile(ds: Arc<DaemonSet>, ctl: Arc<Controller>) -> Result<Actio
     let pod_api: Api<Pod> = Api::namespaced(ctl.client.clone(), &ns);
     let rev_api: Api<ControllerRevision> = Api::namespaced(ctl.client.clone(), &ns);
     let sel = ds.spec.as_ref().map(|s| s.selector.clone());
-    if sel.as_ref().is_some_and(selector::is_empty) {
+    if sel.as_ref().is_some_and(selectors::is_empty) {
         ctl.recorder
             .record(
                 &object_reference(&*ds),
@@ -158,7 +159,7 @@ pub async fn reconcile(ds: Arc<DaemonSet>, ctl: Arc<Controller>) -> Result<Actio
         &ds_api,
         &pod_api,
         informer::list_in(&ctl.pods, &ns, |_| true),
-        |p| selector::matches(sel.as_ref(), p.metadata.labels.as_ref()),
+        |p| selectors::matches(sel.as_ref(), p.metadata.labels.as_ref()),
         None,
     )
     .await
@@ -168,7 +169,7 @@ pub async fn reconcile(ds: Arc<DaemonSet>, ctl: Arc<Controller>) -> Result<Actio
         &ds_api,
         &rev_api,
         informer::list_in(&ctl.revisions, &ns, |_| true),
-        |r| selector::matches(sel.as_ref(), r.metadata.labels.as_ref()),
+        |r| selectors::matches(sel.as_ref(), r.metadata.labels.as_ref()),
         None,
     )
     .await

@@ -12,9 +12,10 @@
 pub mod sync;
 pub mod util;
 
-use crate::workloads::{owner, selector};
+use crate::workloads::owner;
 use crate::Context;
 use jiff::Timestamp;
+use k1s_api::selectors;
 use k1s_runtime::controller::{Controller as Runtime, Scope};
 use k1s_runtime::events::{object_reference, EventType, Recorder};
 use k1s_runtime::informer;
@@ -62,7 +63,7 @@ pub struct Controller {
 fn on_replica_set_change(old: Option<&ReplicaSet>, new: Option<&ReplicaSet>, scope: &Scope<Deployment>) {
     let wake = |rs: &ReplicaSet| {
         scope.enqueue_controller_or_adopters(&rs.metadata, |d| {
-            selector::matches(d.spec.as_ref().map(|s| &s.selector), rs.metadata.labels.as_ref())
+            selectors::matches(d.spec.as_ref().map(|s| &s.selector), rs.metadata.labels.as_ref())
         })
     };
     if let (Some(o), Some(n)) = (old, new) {
@@ -120,7 +121,7 @@ pub async fn reconcile(d: Arc<Deployment>, ctl: Arc<Controller>) -> Result<Actio
     let rs_api: Api<ReplicaSet> = Api::namespaced(ctl.client.clone(), &ns);
     let sel = d.spec.as_ref().map(|s| s.selector.clone());
     let candidates = informer::list_in(&ctl.replica_sets, &ns, |_| true);
-    let owned = if sel.as_ref().is_some_and(selector::is_empty) {
+    let owned = if sel.as_ref().is_some_and(selectors::is_empty) {
         Vec::new()
     } else {
         owner::claim_all(
@@ -128,7 +129,7 @@ pub async fn reconcile(d: Arc<Deployment>, ctl: Arc<Controller>) -> Result<Actio
             &d_api,
             &rs_api,
             candidates,
-            |rs| selector::matches(sel.as_ref(), rs.metadata.labels.as_ref()),
+            |rs| selectors::matches(sel.as_ref(), rs.metadata.labels.as_ref()),
             None,
         )
         .await

@@ -10,9 +10,10 @@ pub mod logic;
 pub mod sync;
 pub mod ttl;
 
-use crate::workloads::{expectations, owner, selector};
+use crate::workloads::{expectations, owner};
 use crate::Context;
 use jiff::Timestamp;
+use k1s_api::selectors;
 use k1s_runtime::controller::reconcile_loop;
 use k1s_runtime::events::{object_reference, EventType, Recorder};
 use k1s_runtime::informer;
@@ -158,7 +159,7 @@ fn on_pod_change(
         if let Some(p) = new {
             let ns = p.metadata.namespace.as_deref().unwrap_or_default();
             for j in informer::list_in(jobs, ns, |j| {
-                selector::matches(j.spec.as_ref().and_then(|s| s.selector.as_ref()), p.metadata.labels.as_ref())
+                selectors::matches(j.spec.as_ref().and_then(|s| s.selector.as_ref()), p.metadata.labels.as_ref())
             }) {
                 queue.add_obj(&j);
             }
@@ -269,7 +270,7 @@ pub async fn reconcile(job: Arc<Job>, ctl: Arc<Controller>) -> Result<Action, Er
         &jobs_api,
         &pods_api,
         candidates,
-        |p| selector::matches(sel.as_ref(), p.metadata.labels.as_ref()),
+        |p| selectors::matches(sel.as_ref(), p.metadata.labels.as_ref()),
         Some(TRACKING_FINALIZER),
     )
     .await

@@ -10,9 +10,10 @@
 
 pub mod plan;
 
-use crate::workloads::{owner, selector};
+use crate::workloads::owner;
 use crate::Context;
 use jiff::Timestamp;
+use k1s_api::selectors;
 use k1s_runtime::controller::{Controller as Runtime, Scope};
 use k1s_runtime::events::{object_reference, EventType, Recorder};
 use k1s_runtime::informer;
@@ -56,7 +57,7 @@ pub async fn run(ctx: Arc<Context>) {
     let pods = c.watches(|old: Option<&Pod>, new: Option<&Pod>, scope: &Scope<StatefulSet>| {
         for p in old.into_iter().chain(new) {
             scope.enqueue_controller_or_adopters(&p.metadata, |s| {
-                selector::matches(s.spec.as_ref().map(|x| &x.selector), p.metadata.labels.as_ref())
+                selectors::matches(s.spec.as_ref().map(|x| &x.selector), p.metadata.labels.as_ref())
             });
         }
     });
@@ -82,7 +83,8 @@ pub async fn reconcile(set: Arc<StatefulSet>, ctl: Arc<Controller>) -> Result<Ac
     let rev_api: Api<ControllerRevision> = Api::namespaced(ctl.client.clone(), &ns);
     let claim_api: Api<PersistentVolumeClaim> = Api::namespaced(ctl.client.clone(), &ns);
     let sel = set.spec.as_ref().map(|s| s.selector.clone());
-    let matches = |labels: Option<&std::collections::BTreeMap<String, String>>| selector::matches(sel.as_ref(), labels);
+    let matches =
+        |labels: Option<&std::collections::BTreeMap<String, String>>| selectors::matches(sel.as_ref(), labels);
     // Pods are ours only if their name is one of our ordinals (`isMemberOf`).
     let pods = owner::claim_all(
         &*set,
