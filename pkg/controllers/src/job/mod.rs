@@ -85,12 +85,7 @@ fn job_key(ns: Option<&str>, name: &str) -> String {
 }
 
 fn resolve_job(jobs: &Store<Job>, pod: &Pod) -> Option<Arc<Job>> {
-    let r = owner::controller_of(&pod.metadata)?;
-    if r.kind != "Job" {
-        return None;
-    }
-    informer::get(jobs, pod.metadata.namespace.as_deref(), &r.name)
-        .filter(|j| j.metadata.uid.as_deref() == Some(r.uid.as_str()))
+    informer::controller_in(jobs, &pod.metadata)
 }
 
 /// Whether a pod keeps a tracking finalizer nobody will remove (its Job is gone or finished).
