@@ -1,8 +1,47 @@
-//! Label and field selectors: the query-string syntax (`app=web,tier!=db,env in (a,b),!legacy`)
-//! and the `LabelSelector` object form (`matchLabels`/`matchExpressions`).
+//! Label and field selectors, the one implementation every component uses: the query-string
+//! syntax (`app=web,tier!=db,env in (a,b),!legacy`), the `LabelSelector` object form
+//! (`matchLabels`/`matchExpressions`) as `metav1.LabelSelectorAsSelector` reads it, label sets
+//! (`labels.SelectorFromSet`) and Service selectors.
+//!
+//! Upstream semantics: a `LabelSelector` ANDs its `matchLabels` and `matchExpressions`; an empty
+//! one selects everything, a missing one nothing, and an invalid one (an unknown operator, `In`
+//! or `NotIn` without values, `Exists` or `DoesNotExist` with values, a malformed key or value)
+//! nothing. A set selects what carries every pair (the empty set everything); a Service's
+//! `spec.selector` selects nothing when missing or empty.
 
+use crate::meta::{label_value, qualified_name};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 use std::collections::BTreeMap;
+
+type Labels = BTreeMap<String, String>;
+
+/// Whether `selector` selects an object with `labels` (`LabelSelectorAsSelector(selector)
+/// .Matches(labels)`): a missing or invalid selector selects nothing, an empty one everything.
+pub fn matches(selector: Option<&LabelSelector>, labels: Option<&Labels>) -> bool {
+    let Some(Ok(sel)) = selector.map(Selector::from_object) else { return false };
+    sel.matches_map(labels.unwrap_or(&Labels::new()))
+}
+
+/// Whether the selector is `{}` (selects every object): workload controllers refuse to act on it.
+pub fn is_empty(selector: &LabelSelector) -> bool {
+    selector.match_labels.as_ref().is_none_or(BTreeMap::is_empty)
+        && selector.match_expressions.as_ref().is_none_or(Vec::is_empty)
+}
+
+/// Whether every label in `set` is present with the same value in `labels`
+/// (`labels.SelectorFromSet(set).Matches(labels)`): a missing or empty set selects everything.
+pub fn set_matches(set: Option<&Labels>, labels: Option<&Labels>) -> bool {
+    let empty = Labels::new();
+    let labels = labels.unwrap_or(&empty);
+    set.into_iter().flatten().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// Whether a Service's `spec.selector` selects an object with `labels`: a missing or empty
+/// selector selects nothing (such a Service gets no endpoints from the controllers).
+pub fn service_selects(selector: Option<&Labels>, labels: Option<&Labels>) -> bool {
+    selector.is_some_and(|s| !s.is_empty()) && set_matches(selector, labels)
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
@@ -120,40 +159,58 @@ impl Selector {
         Ok(Selector { requirements })
     }
 
-    /// Builds a selector from a `LabelSelector` object. `None` (no selector) matches nothing upstream
-    /// for controllers; callers decide. An empty object matches everything.
+    /// Builds a selector from a `LabelSelector` object in JSON form (see [`Selector::from_object`]).
+    /// `None` (no selector) matches nothing upstream for controllers; callers decide.
     pub fn from_label_selector(sel: &Value) -> Result<Self, SelectorError> {
+        let sel: LabelSelector =
+            serde_json::from_value(sel.clone()).map_err(|e| SelectorError(format!("invalid label selector: {e}")))?;
+        Selector::from_object(&sel)
+    }
+
+    /// `metav1.LabelSelectorAsSelector`: `matchLabels` become `key=value` requirements and
+    /// `matchExpressions` `In`/`NotIn`/`Exists`/`DoesNotExist` ones, each validated like
+    /// upstream's `labels.NewRequirement`. An empty object matches everything.
+    pub fn from_object(sel: &LabelSelector) -> Result<Self, SelectorError> {
         let mut requirements = Vec::new();
-        if let Some(Value::Object(ml)) = sel.get("matchLabels") {
-            for (k, v) in ml {
-                requirements.push(Requirement {
-                    key: k.clone(),
-                    op: Op::Equals,
-                    values: vec![v.as_str().unwrap_or_default().to_string()],
-                });
-            }
+        for (k, v) in sel.match_labels.iter().flatten() {
+            requirements.push(Requirement::new(k, Op::Equals, vec![v.clone()])?);
         }
-        if let Some(Value::Array(exprs)) = sel.get("matchExpressions") {
-            for e in exprs {
-                let key = e.get("key").and_then(Value::as_str).unwrap_or_default().to_string();
-                let values: Vec<String> = e
-                    .get("values")
-                    .and_then(Value::as_array)
-                    .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
-                    .unwrap_or_default();
-                let op = match e.get("operator").and_then(Value::as_str).unwrap_or_default() {
-                    "In" => Op::In,
-                    "NotIn" => Op::NotIn,
-                    "Exists" => Op::Exists,
-                    "DoesNotExist" => Op::DoesNotExist,
-                    "Gt" => Op::Gt,
-                    "Lt" => Op::Lt,
-                    other => return Err(SelectorError(format!("\"{other}\" is not a valid label selector operator"))),
-                };
-                requirements.push(Requirement { key, op, values });
-            }
+        for e in sel.match_expressions.iter().flatten() {
+            let op = match e.operator.as_str() {
+                "In" => Op::In,
+                "NotIn" => Op::NotIn,
+                "Exists" => Op::Exists,
+                "DoesNotExist" => Op::DoesNotExist,
+                other => return Err(SelectorError(format!("\"{other}\" is not a valid label selector operator"))),
+            };
+            requirements.push(Requirement::new(&e.key, op, e.values.clone().unwrap_or_default())?);
         }
         Ok(Selector { requirements })
+    }
+}
+
+impl Requirement {
+    /// A validated requirement (upstream's `labels.NewRequirement`): a qualified-name key, the
+    /// number of values the operator takes, and valid label values.
+    pub fn new(key: &str, op: Op, values: Vec<String>) -> Result<Requirement, SelectorError> {
+        if let Some(m) = qualified_name(key).into_iter().next() {
+            return Err(SelectorError(format!("key: Invalid value: {key:?}: {m}")));
+        }
+        let count_ok = match op {
+            Op::In | Op::NotIn => !values.is_empty(),
+            Op::Equals | Op::NotEquals => values.len() == 1,
+            Op::Exists | Op::DoesNotExist => values.is_empty(),
+            Op::Gt | Op::Lt => values.len() == 1 && values[0].parse::<i64>().is_ok(),
+        };
+        if !count_ok {
+            return Err(SelectorError(format!("values: Invalid value: {values:?}: wrong values for operator {op:?}")));
+        }
+        for v in &values {
+            if let Some(m) = label_value(v).into_iter().next() {
+                return Err(SelectorError(format!("values[]: Invalid value: {v:?}: {m}")));
+            }
+        }
+        Ok(Requirement { key: key.to_string(), op, values })
     }
 }
 
@@ -340,6 +397,7 @@ pub fn field_string(obj: &Value, path: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
     use serde_json::json;
 
     #[test]
@@ -361,6 +419,102 @@ mod tests {
         f.insert("status.phase".into(), "Pending".into());
         assert!(s.matches_map(&f));
         assert!(Selector::parse_fields("foo").is_err());
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> Labels {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn expr(key: &str, op: &str, values: &[&str]) -> LabelSelectorRequirement {
+        LabelSelectorRequirement {
+            key: key.into(),
+            operator: op.into(),
+            values: (!values.is_empty()).then(|| values.iter().map(|v| v.to_string()).collect()),
+        }
+    }
+
+    fn one(e: LabelSelectorRequirement) -> LabelSelector {
+        LabelSelector { match_expressions: Some(vec![e]), ..Default::default() }
+    }
+
+    #[test]
+    fn missing_selector_selects_nothing_and_empty_selects_everything() {
+        let l = labels(&[("app", "web")]);
+        assert!(!matches(None, Some(&l)));
+        assert!(matches(Some(&LabelSelector::default()), Some(&l)));
+        assert!(matches(Some(&LabelSelector::default()), None));
+        assert!(is_empty(&LabelSelector::default()));
+        let empty_parts = LabelSelector { match_labels: Some(Labels::new()), match_expressions: Some(vec![]) };
+        assert!(is_empty(&empty_parts));
+        assert!(matches(Some(&empty_parts), None));
+    }
+
+    #[test]
+    fn match_labels_and_expressions_are_anded() {
+        let sel = LabelSelector {
+            match_labels: Some(labels(&[("app", "web")])),
+            match_expressions: Some(vec![expr("tier", "In", &["front", "back"]), expr("canary", "DoesNotExist", &[])]),
+        };
+        assert!(matches(Some(&sel), Some(&labels(&[("app", "web"), ("tier", "front")]))));
+        assert!(!matches(Some(&sel), Some(&labels(&[("app", "web"), ("tier", "db")]))));
+        assert!(!matches(Some(&sel), Some(&labels(&[("app", "web"), ("tier", "front"), ("canary", "1")]))));
+        assert!(!matches(Some(&sel), Some(&labels(&[("tier", "front")]))));
+        assert!(!is_empty(&sel));
+    }
+
+    #[test]
+    fn expressions_follow_upstream_operators() {
+        let l = labels(&[("env", "prod")]);
+        assert!(matches(Some(&one(expr("env", "In", &["prod", "qa"]))), Some(&l)));
+        assert!(!matches(Some(&one(expr("env", "In", &["qa"]))), Some(&l)));
+        assert!(!matches(Some(&one(expr("tier", "In", &["qa"]))), Some(&l)), "In needs the key");
+        assert!(!matches(Some(&one(expr("env", "NotIn", &["prod"]))), Some(&l)));
+        assert!(matches(Some(&one(expr("env", "NotIn", &["qa"]))), Some(&l)));
+        assert!(matches(Some(&one(expr("tier", "NotIn", &["qa"]))), Some(&l)), "NotIn matches a missing key");
+        assert!(matches(Some(&one(expr("env", "Exists", &[]))), Some(&l)));
+        assert!(!matches(Some(&one(expr("tier", "Exists", &[]))), Some(&l)));
+        assert!(!matches(Some(&one(expr("env", "DoesNotExist", &[]))), Some(&l)));
+        assert!(matches(Some(&one(expr("tier", "DoesNotExist", &[]))), Some(&l)));
+    }
+
+    #[test]
+    fn invalid_selectors_select_nothing() {
+        let l = labels(&[("env", "2")]);
+        for (what, bad) in [
+            ("unknown operator", expr("env", "Bogus", &[])),
+            ("Gt is for node selectors only", expr("env", "Gt", &["1"])),
+            ("In without values", expr("env", "In", &[])),
+            ("NotIn without values", expr("other", "NotIn", &[])),
+            ("Exists with values", expr("env", "Exists", &["2"])),
+            ("DoesNotExist with values", expr("other", "DoesNotExist", &["x"])),
+            ("malformed key", expr("bad key", "DoesNotExist", &[])),
+            ("malformed value", expr("other", "NotIn", &["not a value"])),
+        ] {
+            assert!(Selector::from_object(&one(bad.clone())).is_err(), "{what}");
+            assert!(!matches(Some(&one(bad)), Some(&l)), "{what}");
+        }
+        let bad_label = LabelSelector { match_labels: Some(labels(&[("env", "-x-")])), ..Default::default() };
+        assert!(!matches(Some(&bad_label), Some(&labels(&[("env", "-x-")]))));
+        assert!(Selector::from_label_selector(&json!({"matchLabels": {"a": 1}})).is_err(), "a non-string value");
+    }
+
+    #[test]
+    fn set_matches_requires_every_pair() {
+        let l = labels(&[("a", "1"), ("b", "2")]);
+        assert!(set_matches(Some(&labels(&[("a", "1")])), Some(&l)));
+        assert!(!set_matches(Some(&labels(&[("a", "2")])), Some(&l)));
+        assert!(!set_matches(Some(&labels(&[("c", "1")])), None));
+        assert!(set_matches(None, Some(&l)));
+        assert!(set_matches(Some(&Labels::new()), None));
+    }
+
+    #[test]
+    fn a_missing_or_empty_service_selector_selects_nothing() {
+        let l = labels(&[("app", "web"), ("tier", "fe")]);
+        assert!(service_selects(Some(&labels(&[("app", "web")])), Some(&l)));
+        assert!(!service_selects(Some(&labels(&[("app", "db")])), Some(&l)));
+        assert!(!service_selects(None, Some(&l)));
+        assert!(!service_selects(Some(&Labels::new()), Some(&l)));
     }
 
     #[test]

@@ -5,9 +5,9 @@
 //! counts at once; this makes what an aggregated role grants visible in the role itself
 //! (`kubectl get clusterrole view -o yaml`, `kubectl describe clusterrole edit`).
 
-use crate::workloads::selector;
 use crate::Context;
 use futures::StreamExt;
+use k1s_api::selectors;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
 use kube::api::{Api, PostParams};
 use kube::runtime::{reflector, watcher, WatchStreamExt};
@@ -24,7 +24,7 @@ pub fn aggregated_rules(role: &ClusterRole, all: &[Arc<ClusterRole>]) -> Option<
     for sel in agg.cluster_role_selectors.iter().flatten() {
         for other in &sorted {
             if other.metadata.name == role.metadata.name
-                || !selector::matches(Some(sel), other.metadata.labels.as_ref())
+                || !selectors::matches(Some(sel), other.metadata.labels.as_ref())
             {
                 continue;
             }

@@ -8,18 +8,20 @@
 //! time instead of polling.
 
 use crate::workloads::cron::{self, Schedule};
-use crate::workloads::{driver, informer, owner, time};
+use crate::workloads::{owner, time};
 use crate::Context;
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
+use k1s_runtime::api_error::is_namespace_terminating;
+use k1s_runtime::controller::Controller as Runtime;
 use k1s_runtime::events::{EventType, Recorder};
+use k1s_runtime::informer;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
 use kube::ResourceExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -225,51 +227,15 @@ pub struct Controller {
 /// Runs the CronJob controller until `ctx.cancel` fires.
 pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
-    let (queue, triggers) = informer::Queue::<CronJob>::new();
-    let q = queue.clone();
-    let Some(cronjobs) = informer::start(
-        COMPONENT,
-        Api::<CronJob>::all(client.clone()),
-        watcher::Config::default(),
-        move |_: Option<&CronJob>, new: Option<&CronJob>| {
-            if let Some(cj) = new {
-                q.add_obj(cj);
-            }
-        },
-        ctx.cancel.clone(),
-    )
-    .await
-    else {
-        return;
-    };
-    let (q, cjs) = (queue.clone(), cronjobs.clone());
-    let Some(jobs) = informer::start(
-        "jobs",
-        Api::<Job>::all(client.clone()),
-        watcher::Config::default(),
-        move |old: Option<&Job>, new: Option<&Job>| {
-            for j in old.into_iter().chain(new) {
-                let Some(r) = owner::controller_of(&j.metadata).filter(|r| r.kind == "CronJob") else { continue };
-                if let Some(cj) = informer::get(&cjs, j.metadata.namespace.as_deref(), &r.name)
-                    .filter(|c| c.metadata.uid.as_deref() == Some(r.uid.as_str()))
-                {
-                    q.add_obj(&cj);
-                }
-            }
-        },
-        ctx.cancel.clone(),
-    )
-    .await
-    else {
-        return;
-    };
+    let mut c = Runtime::<CronJob>::new(COMPONENT, client.clone());
+    let jobs = c.owns::<Job>();
     let controller = Arc::new(Controller {
         recorder: Recorder::new(client.clone(), COMPONENT, None),
         client,
         jobs,
         zone: TimeZone::system(),
     });
-    driver::run(COMPONENT, cronjobs, triggers, controller, reconcile, ctx.cancel.clone()).await;
+    c.run(controller, reconcile, ctx.cancel.clone()).await;
 }
 
 /// One sync of one CronJob.
@@ -519,7 +485,7 @@ async fn sync_cronjob(
             tracing::info!(cronjob = %name, job = %jname, "job already exists");
             existing
         }
-        Err(e) if matches!(&e, kube::Error::Api(s) if s.code == 403 && s.message.contains("being terminated")) => {
+        Err(e) if is_namespace_terminating(&e) => {
             return Err(Error::CreateJob { namespace: ns, name, job: jname, error: e });
         }
         Err(error) => {

@@ -12,11 +12,15 @@
 
 use crate::workloads::events::Batch;
 use crate::workloads::expectations::{self, Expectations};
-use crate::workloads::{driver, informer, owner, pods, selector, time};
+use crate::workloads::{owner, pods, time};
 use crate::Context;
 use futures::future::join_all;
 use jiff::Timestamp;
-use k1s_runtime::events::Recorder;
+use k1s_api::selectors;
+use k1s_runtime::api_error::is_namespace_terminating;
+use k1s_runtime::controller::reconcile_loop;
+use k1s_runtime::events::{object_reference, Recorder};
+use k1s_runtime::informer;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::{
     Pod, PodTemplateSpec, ReplicationController, ReplicationControllerCondition, ReplicationControllerStatus,
@@ -215,7 +219,7 @@ pub fn calculate_status<K: Replicated>(
     let mut status = rs.current_status();
     let template_labels = rs.template().and_then(|t| t.metadata.as_ref()).and_then(|m| m.labels.as_ref());
     let min_ready = rs.min_ready_seconds();
-    let fully = active.iter().filter(|p| selector::set_matches(template_labels, p.metadata.labels.as_ref())).count();
+    let fully = active.iter().filter(|p| selectors::set_matches(template_labels, p.metadata.labels.as_ref())).count();
     let ready = active.iter().filter(|p| pods::is_ready(p)).count();
     let available = active.iter().filter(|p| pods::is_available(p, min_ready, now)).count();
     let has_failure = status.conditions.iter().flatten().any(|c| c.type_ == "ReplicaFailure");
@@ -309,18 +313,11 @@ fn on_pod_change<K: Replicated>(
     exp: &Expectations,
     queue: &informer::Queue<K>,
 ) {
-    let resolve = |pod: &Pod| -> Option<Arc<K>> {
-        let r = owner::controller_of(&pod.metadata)?;
-        if r.kind != K::kind(&()) {
-            return None;
-        }
-        let ns = pod.metadata.namespace.as_deref();
-        informer::get(owners, ns, &r.name).filter(|o| o.meta().uid.as_deref() == Some(r.uid.as_str()))
-    };
+    let resolve = |pod: &Pod| informer::controller_in(owners, &pod.metadata);
     let enqueue_matching = |pod: &Pod| {
         let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
         for o in informer::list_in(owners, ns, |o| {
-            selector::matches(o.label_selector().as_ref(), pod.metadata.labels.as_ref())
+            selectors::matches(o.label_selector().as_ref(), pod.metadata.labels.as_ref())
         }) {
             queue.add_obj(&o);
         }
@@ -440,19 +437,8 @@ impl<K: Replicated> Owners<K> {
             owners: self.store.clone(),
             expectations: self.expectations,
         });
-        driver::run(K::COMPONENT, self.store, self.triggers, controller, reconcile::<K>, ctx.cancel.clone()).await;
+        reconcile_loop(K::COMPONENT, self.store, self.triggers, controller, reconcile::<K>, ctx.cancel.clone()).await;
     }
-}
-
-fn reference<K: Replicated>(o: &K) -> k8s_openapi::api::core::v1::ObjectReference {
-    let m = o.meta();
-    k1s_runtime::events::reference(
-        &K::api_version(&()),
-        &K::kind(&()),
-        m.namespace.as_deref(),
-        m.name.as_deref().unwrap_or_default(),
-        m.uid.as_deref(),
-    )
 }
 
 /// One sync of one ReplicaSet (or ReplicationController).
@@ -473,7 +459,7 @@ pub async fn reconcile<K: Replicated>(rs: Arc<K>, ctl: Arc<Controller<K>>) -> Re
         .filter(|p| {
             pods::is_terminating(p)
                 && owner::is_controlled_by(&p.metadata, &uid)
-                && selector::matches(sel.as_ref(), p.metadata.labels.as_ref())
+                && selectors::matches(sel.as_ref(), p.metadata.labels.as_ref())
         })
         .count();
     let pod_api: Api<Pod> = Api::namespaced(ctl.client.clone(), &ns);
@@ -483,7 +469,7 @@ pub async fn reconcile<K: Replicated>(rs: Arc<K>, ctl: Arc<Controller<K>>) -> Re
         &owner_api,
         &pod_api,
         candidates,
-        |p| selector::matches(sel.as_ref(), p.metadata.labels.as_ref()),
+        |p| selectors::matches(sel.as_ref(), p.metadata.labels.as_ref()),
         None,
     )
     .await
@@ -562,10 +548,6 @@ pub async fn reconcile<K: Replicated>(rs: Arc<K>, ctl: Arc<Controller<K>>) -> Re
     })
 }
 
-fn namespace_terminating(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 403 && s.message.contains("being terminated"))
-}
-
 async fn create_pods<K: Replicated>(
     rs: &K,
     ctl: &Controller<K>,
@@ -592,7 +574,7 @@ async fn create_pods<K: Replicated>(
                 }
                 Err(e) => {
                     ctl.expectations.creation_observed(key);
-                    if namespace_terminating(&e) {
+                    if is_namespace_terminating(&e) {
                         continue;
                     }
                     events.warning("FailedCreate", format!("Error creating: {e}"));
@@ -609,7 +591,7 @@ async fn create_pods<K: Replicated>(
             break;
         }
     }
-    events.record(&ctl.recorder, &reference(rs)).await;
+    events.record(&ctl.recorder, &object_reference(rs)).await;
     error.map_or(Ok(()), Err)
 }
 
@@ -640,7 +622,7 @@ async fn delete_pods<K: Replicated>(
             }
         }
     }
-    events.record(&ctl.recorder, &reference(rs)).await;
+    events.record(&ctl.recorder, &object_reference(rs)).await;
     error.map_or(Ok(()), Err)
 }
 
@@ -764,7 +746,7 @@ mod tests {
             status: None,
         };
         let sel = rc.label_selector();
-        assert!(selector::matches(sel.as_ref(), Some(&[("app".to_string(), "web".to_string())].into())));
+        assert!(selectors::matches(sel.as_ref(), Some(&[("app".to_string(), "web".to_string())].into())));
         assert_eq!(rc.replicas(), 1);
         let s = calculate_status(&rc, &[], 2, None, ts(NOW));
         assert_eq!(s.terminating_replicas, None);

@@ -19,7 +19,6 @@ pub mod policy;
 pub mod render;
 pub mod route;
 pub mod ruleset;
-pub mod selector;
 pub mod service;
 pub mod sync;
 pub mod sysctl;

@@ -21,8 +21,8 @@
 use crate::cidr::Cidr;
 use crate::render::{ClusterState, NodeInfo};
 use crate::ruleset::{Ruleset, SetKind};
-use crate::selector;
 use crate::service::{self, Protocol};
+use k1s_api::selectors;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -168,9 +168,9 @@ struct Context<'a> {
 impl Context<'_> {
     fn namespace_matches(&self, ns: &str, sel: &LabelSelector) -> bool {
         match self.namespace_labels.get(ns) {
-            Some(l) => selector::matches(sel, l),
+            Some(l) => selectors::matches(Some(sel), Some(l)),
             // A namespace not (yet) seen still carries its name label.
-            None => selector::matches(sel, &[(NAMESPACE_NAME_LABEL.to_string(), ns.to_string())].into()),
+            None => selectors::matches(Some(sel), Some(&[(NAMESPACE_NAME_LABEL.to_string(), ns.to_string())].into())),
         }
     }
 
@@ -195,7 +195,9 @@ impl Context<'_> {
                         None => pod.namespace == policy_ns,
                         Some(ns) => self.namespace_matches(pod.namespace, ns),
                     })
-                    .filter(|(_, pod)| p.pod_selector.as_ref().is_none_or(|s| selector::matches(s, &pod.labels)))
+                    .filter(|(_, pod)| {
+                        p.pod_selector.as_ref().is_none_or(|s| selectors::matches(Some(s), Some(&pod.labels)))
+                    })
                     .map(|(i, _)| i)
                     .collect();
                 Some(Peer::Pods(selected))
@@ -299,7 +301,7 @@ pub(crate) fn render(r: &mut Ruleset, state: &ClusterState, _node: &NodeInfo) {
             .filter(|p| p.metadata.namespace.as_deref() == Some(pod.namespace))
             .filter(|p| {
                 let sel = p.spec.as_ref().and_then(|s| s.pod_selector.clone()).unwrap_or_default();
-                selector::matches(&sel, &pod.labels)
+                selectors::matches(Some(&sel), Some(&pod.labels))
             })
             .collect();
         let ingress: Vec<&NetworkPolicy> = selecting.iter().copied().filter(|p| policy_types(p).0).collect();

@@ -95,7 +95,11 @@ impl Recorder {
     }
 }
 
-/// An ObjectReference to a namespaced object.
+/// The reference to `obj`, of its resource's apiVersion and kind.
+pub fn object_reference<K: kube::Resource<DynamicType = ()>>(obj: &K) -> ObjectReference {
+    reference_to(&K::api_version(&()), &K::kind(&()), obj.meta())
+}
+
 /// The reference to an object with `meta`, of `api_version` and `kind`.
 pub fn reference_to(api_version: &str, kind: &str, meta: &ObjectMeta) -> ObjectReference {
     reference(
@@ -107,6 +111,7 @@ pub fn reference_to(api_version: &str, kind: &str, meta: &ObjectMeta) -> ObjectR
     )
 }
 
+/// The reference to the object `namespace/name` (with `uid`), of `api_version` and `kind`.
 pub fn reference(
     api_version: &str,
     kind: &str,

@@ -1,12 +1,20 @@
 //! k1s-runtime: what every built-in component shares to reach the API like a separate process
-//! would: a client built from the component's own kubeconfig (its own identity), and an event
-//! recorder that deduplicates like upstream's. Reconcile loops use `kube::runtime` (watchers,
-//! reflector caches, controllers with de-duplicating work queues and back-off).
+//! would: a client built from the component's own kubeconfig (its own identity), an event
+//! recorder that deduplicates like upstream's, and the controller runtime: informers
+//! ([`informer`]), a controller declared by what it reconciles, owns and watches and run with a
+//! de-duplicating queue and per-object back-off ([`controller`]), a client-go style work queue
+//! for keys that outlive their objects ([`workqueue`]), one [`backoff`], and API errors
+//! classified by status code and cause ([`api_error`]).
 //!
 //! It must never depend on the API server or the store: everything goes over HTTPS.
 
+pub mod api_error;
+pub mod backoff;
 pub mod changes;
+pub mod controller;
 pub mod events;
+pub mod informer;
+pub mod workqueue;
 
 pub use kube;
 

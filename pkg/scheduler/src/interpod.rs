@@ -2,8 +2,9 @@
 //! pods' anti-affinity against it) counted per topology pair, and the preferred terms' score.
 
 use crate::cache::Cache;
-use crate::matching::{selector_matches, Labels};
+use crate::matching::Labels;
 use crate::node_info::{NodeInfo, PodInfo};
+use k1s_api::selectors;
 use k8s_openapi::api::core::v1::PodAffinityTerm;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::collections::{HashMap, HashSet};
@@ -49,8 +50,8 @@ impl Term {
     }
 
     fn matches_parts(&self, namespace: &str, labels: &Labels, ns_labels: &Labels) -> bool {
-        (self.namespaces.contains(namespace) || selector_matches(self.namespace_selector.as_ref(), ns_labels))
-            && selector_matches(self.selector.as_ref(), labels)
+        (self.namespaces.contains(namespace) || selectors::matches(self.namespace_selector.as_ref(), Some(ns_labels)))
+            && selectors::matches(self.selector.as_ref(), Some(labels))
     }
 }
 

@@ -1,9 +1,8 @@
-//! Matching rules shared by the plugins: label selectors (`matchLabels`/`matchExpressions`),
-//! node selector terms (labels and `metadata.name` fields, with `Gt`/`Lt`), and taints against
-//! tolerations (upstream's `ToleratesTaint`).
+//! Matching rules shared by the plugins: node selector terms (labels and `metadata.name` fields,
+//! with `Gt`/`Lt`), and taints against tolerations (upstream's `ToleratesTaint`). Label
+//! selectors are `k1s_api::selectors`'.
 
 use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::collections::BTreeMap;
 
 pub type Labels = BTreeMap<String, String>;
@@ -31,21 +30,6 @@ fn requirement_matches(op: &str, values: &[String], value: Option<&String>) -> b
         }
         _ => false,
     }
-}
-
-/// Whether `labels` satisfy a label selector. No selector matches nothing; an empty one matches
-/// everything (upstream's `LabelSelectorAsSelector`).
-pub fn selector_matches(selector: Option<&LabelSelector>, labels: &Labels) -> bool {
-    let Some(sel) = selector else { return false };
-    for (k, v) in sel.match_labels.iter().flatten() {
-        if labels.get(k) != Some(v) {
-            return false;
-        }
-    }
-    sel.match_expressions.iter().flatten().all(|e| {
-        matches!(e.operator.as_str(), "In" | "NotIn" | "Exists" | "DoesNotExist")
-            && requirement_matches(&e.operator, e.values.as_deref().unwrap_or_default(), labels.get(&e.key))
-    })
 }
 
 fn node_requirement_matches(r: &NodeSelectorRequirement, value: Option<&String>) -> bool {
@@ -121,7 +105,7 @@ pub fn first_untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration]) ->
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{Affinity, NodeAffinity, NodeSelector};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelectorRequirement, ObjectMeta};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
@@ -140,23 +124,6 @@ mod tests {
             operator: op.into(),
             values: Some(values.iter().map(|s| s.to_string()).collect()),
         }
-    }
-
-    #[test]
-    fn label_selector_absent_matches_nothing_and_empty_matches_everything() {
-        let l = labels(&[("app", "web")]);
-        assert!(!selector_matches(None, &l));
-        assert!(selector_matches(Some(&LabelSelector::default()), &l));
-        let sel = LabelSelector {
-            match_labels: Some(labels(&[("app", "web")])),
-            match_expressions: Some(vec![LabelSelectorRequirement {
-                key: "tier".into(),
-                operator: "DoesNotExist".into(),
-                values: None,
-            }]),
-        };
-        assert!(selector_matches(Some(&sel), &l));
-        assert!(!selector_matches(Some(&sel), &labels(&[("app", "web"), ("tier", "db")])));
     }
 
     #[test]

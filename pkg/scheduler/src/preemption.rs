@@ -5,9 +5,9 @@
 
 use crate::cache::Cache;
 use crate::filters::{run_filters_with_nominated, Code, CycleState, Status};
-use crate::matching::selector_matches;
 use crate::node_info::{NodeInfo, PodInfo};
 use crate::schedule::{summarize, FitError};
+use k1s_api::selectors;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -68,11 +68,8 @@ fn split_by_pdb(pods: &[Arc<PodInfo>], pdbs: &[&PodDisruptionBudget]) -> (Vec<Ar
                     continue;
                 }
                 let sel = pdb.spec.as_ref().and_then(|s| s.selector.as_ref());
-                let empty = sel.is_none_or(|s| {
-                    s.match_labels.as_ref().is_none_or(|m| m.is_empty())
-                        && s.match_expressions.as_ref().is_none_or(|e| e.is_empty())
-                });
-                if empty || !selector_matches(sel, pod.labels()) {
+                let empty = sel.is_none_or(selectors::is_empty);
+                if empty || !selectors::matches(sel, Some(pod.labels())) {
                     continue;
                 }
                 let already = pdb

@@ -10,16 +10,19 @@ pub mod plan;
 
 use crate::workloads::events::Batch;
 use crate::workloads::expectations::{self, Expectations};
-use crate::workloads::{driver, hash, history, informer, owner, selector};
+use crate::workloads::{hash, history, owner};
 use crate::Context;
 use jiff::Timestamp;
-use k1s_runtime::events::{EventType, Recorder};
+use k1s_api::selectors;
+use k1s_runtime::api_error::is_namespace_terminating;
+use k1s_runtime::controller::{self as runtime, Scope};
+use k1s_runtime::events::{object_reference, EventType, Recorder};
+use k1s_runtime::informer;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
 use kube::ResourceExt;
 use plan::Step;
 use std::collections::{BTreeSet, HashMap};
@@ -53,27 +56,12 @@ pub struct Controller {
     failed_backoff: Mutex<HashMap<(String, String), (Duration, Instant)>>,
 }
 
-fn resolve(
-    sets: &Store<DaemonSet>,
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> Option<Arc<DaemonSet>> {
-    let r = owner::controller_of(meta).filter(|r| r.kind == "DaemonSet")?;
-    informer::get(sets, meta.namespace.as_deref(), &r.name)
-        .filter(|s| s.metadata.uid.as_deref() == Some(r.uid.as_str()))
-}
-
 fn ds_key(ds: &DaemonSet) -> String {
     expectations::key(ds.metadata.namespace.as_deref(), ds.metadata.name.as_deref().unwrap_or_default())
 }
 
 /// Pod changes: expectations and wake-ups (orphans wake the DaemonSets selecting them).
-fn on_pod_change(
-    old: Option<&Pod>,
-    new: Option<&Pod>,
-    sets: &Store<DaemonSet>,
-    exp: &Expectations,
-    queue: &informer::Queue<DaemonSet>,
-) {
+fn on_pod_change(old: Option<&Pod>, new: Option<&Pod>, exp: &Expectations, scope: &Scope<DaemonSet>) {
     if let (Some(o), Some(n)) = (old, new) {
         if o.metadata.resource_version == n.metadata.resource_version {
             return;
@@ -82,7 +70,7 @@ fn on_pod_change(
     let Some(pod) = new.or(old) else { return };
     let pod_key =
         expectations::key(pod.metadata.namespace.as_deref(), pod.metadata.name.as_deref().unwrap_or_default());
-    if let Some(ds) = resolve(sets, &pod.metadata) {
+    if let Some(ds) = scope.controller_of(&pod.metadata) {
         let key = ds_key(&ds);
         match (old, new) {
             (None, Some(p)) => {
@@ -99,92 +87,36 @@ fn on_pod_change(
             (Some(o), None) if o.metadata.deletion_timestamp.is_none() => exp.deletion_observed(&key, &pod_key),
             _ => {}
         }
-        queue.add_obj(&ds);
-    } else if owner::controller_of(&pod.metadata).is_none() {
-        for ds in informer::list_in(sets, pod.metadata.namespace.as_deref().unwrap_or_default(), |d| {
-            selector::matches(d.spec.as_ref().map(|s| &s.selector), pod.metadata.labels.as_ref())
-        }) {
-            queue.add_obj(&ds);
-        }
     }
+    scope.enqueue_controller_or_adopters(&pod.metadata, |d| {
+        selectors::matches(d.spec.as_ref().map(|s| &s.selector), pod.metadata.labels.as_ref())
+    });
 }
 
 /// Runs the DaemonSet controller until `ctx.cancel` fires.
 pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
-    let (queue, triggers) = informer::Queue::<DaemonSet>::new();
     let exp = Arc::new(Expectations::default());
-    let (q, e) = (queue.clone(), exp.clone());
-    let Some(sets) = informer::start(
-        COMPONENT,
-        Api::<DaemonSet>::all(client.clone()),
-        watcher::Config::default(),
-        move |old: Option<&DaemonSet>, new: Option<&DaemonSet>| match (old, new) {
-            (_, Some(d)) => q.add_obj(d),
-            (Some(d), None) => e.forget(&ds_key(d)),
-            _ => {}
-        },
-        ctx.cancel.clone(),
-    )
-    .await
-    else {
-        return;
-    };
-    let (q, ss) = (queue.clone(), sets.clone());
-    let Some(nodes) = informer::start(
-        "nodes",
-        Api::<Node>::all(client.clone()),
-        watcher::Config::default(),
-        move |old: Option<&Node>, new: Option<&Node>| {
-            let relevant = match (old, new) {
-                (Some(o), Some(n)) => {
-                    o.metadata.labels != n.metadata.labels
-                        || o.spec.as_ref().map(|s| &s.taints) != n.spec.as_ref().map(|s| &s.taints)
-                }
-                _ => true,
-            };
-            if relevant {
-                for ds in ss.state() {
-                    q.add_obj(&ds);
-                }
+    let e = exp.clone();
+    let mut c =
+        runtime::Controller::<DaemonSet>::new(COMPONENT, client.clone()).on_delete(move |d| e.forget(&ds_key(d)));
+    let nodes = c.watches(|old: Option<&Node>, new: Option<&Node>, scope: &Scope<DaemonSet>| {
+        let relevant = match (old, new) {
+            (Some(o), Some(n)) => {
+                o.metadata.labels != n.metadata.labels
+                    || o.spec.as_ref().map(|s| &s.taints) != n.spec.as_ref().map(|s| &s.taints)
             }
-        },
-        ctx.cancel.clone(),
-    )
-    .await
-    else {
-        return;
-    };
-    let (q, ss, e) = (queue.clone(), sets.clone(), exp.clone());
-    let Some(pods) = informer::start(
-        "pods",
-        Api::<Pod>::all(client.clone()),
-        watcher::Config::default(),
-        move |old: Option<&Pod>, new: Option<&Pod>| on_pod_change(old, new, &ss, &e, &q),
-        ctx.cancel.clone(),
-    )
-    .await
-    else {
-        return;
-    };
-    let (q, ss) = (queue.clone(), sets.clone());
-    let Some(revisions) = informer::start(
-        "controllerrevisions",
-        Api::<ControllerRevision>::all(client.clone()),
-        watcher::Config::default(),
-        move |old: Option<&ControllerRevision>, new: Option<&ControllerRevision>| {
-            for r in old.into_iter().chain(new) {
-                if let Some(ds) = resolve(&ss, &r.metadata) {
-                    q.add_obj(&ds);
-                }
-            }
-        },
-        ctx.cancel.clone(),
-    )
-    .await
-    else {
-        return;
-    };
+            _ => true,
+        };
+        if relevant {
+            scope.enqueue_all();
+        }
+    });
+    let e = exp.clone();
+    let pods = c.watches(move |old: Option<&Pod>, new: Option<&Pod>, scope: &Scope<DaemonSet>| {
+        on_pod_change(old, new, &e, scope)
+    });
+    let revisions = c.owns::<ControllerRevision>();
     let controller = Arc::new(Controller {
         recorder: Recorder::new(client.clone(), COMPONENT, None),
         client,
@@ -194,17 +126,7 @@ pub async fn run(ctx: Arc<Context>) {
         expectations: exp,
         failed_backoff: Mutex::new(HashMap::new()),
     });
-    driver::run(COMPONENT, sets, triggers, controller, reconcile, ctx.cancel.clone()).await;
-}
-
-fn reference(ds: &DaemonSet) -> ObjectReference {
-    k1s_runtime::events::reference(
-        "apps/v1",
-        "DaemonSet",
-        ds.metadata.namespace.as_deref(),
-        ds.metadata.name.as_deref().unwrap_or_default(),
-        ds.metadata.uid.as_deref(),
-    )
+    c.run(controller, reconcile, ctx.cancel.clone()).await;
 }
 
 /// One sync of one DaemonSet.
@@ -220,10 +142,10 @@ pub async fn reconcile(ds: Arc<DaemonSet>, ctl: Arc<Controller>) -> Result<Actio
     let pod_api: Api<Pod> = Api::namespaced(ctl.client.clone(), &ns);
     let rev_api: Api<ControllerRevision> = Api::namespaced(ctl.client.clone(), &ns);
     let sel = ds.spec.as_ref().map(|s| s.selector.clone());
-    if sel.as_ref().is_some_and(selector::is_empty) {
+    if sel.as_ref().is_some_and(selectors::is_empty) {
         ctl.recorder
             .record(
-                &reference(&ds),
+                &object_reference(&*ds),
                 EventType::Warning,
                 "SelectingAll",
                 "This daemon set is selecting all pods. A non-empty selector is required.",
@@ -237,7 +159,7 @@ pub async fn reconcile(ds: Arc<DaemonSet>, ctl: Arc<Controller>) -> Result<Actio
         &ds_api,
         &pod_api,
         informer::list_in(&ctl.pods, &ns, |_| true),
-        |p| selector::matches(sel.as_ref(), p.metadata.labels.as_ref()),
+        |p| selectors::matches(sel.as_ref(), p.metadata.labels.as_ref()),
         None,
     )
     .await
@@ -247,7 +169,7 @@ pub async fn reconcile(ds: Arc<DaemonSet>, ctl: Arc<Controller>) -> Result<Actio
         &ds_api,
         &rev_api,
         informer::list_in(&ctl.revisions, &ns, |_| true),
-        |r| selector::matches(sel.as_ref(), r.metadata.labels.as_ref()),
+        |r| selectors::matches(sel.as_ref(), r.metadata.labels.as_ref()),
         None,
     )
     .await
@@ -438,8 +360,7 @@ async fn sync_nodes(
                     Ok(p) => events.normal("SuccessfulCreate", format!("Created pod: {}", p.name_any())),
                     Err(e) => {
                         ctl.expectations.creation_observed(&key);
-                        if matches!(&e, kube::Error::Api(s) if s.code == 403 && s.message.contains("being terminated"))
-                        {
+                        if is_namespace_terminating(&e) {
                             continue;
                         }
                         events.warning("FailedCreate", format!("Error creating: {e}"));
@@ -457,6 +378,6 @@ async fn sync_nodes(
             }
         }
     }
-    events.record(&ctl.recorder, &reference(ds)).await;
+    events.record(&ctl.recorder, &object_reference(ds)).await;
     error.map_or(Ok(()), Err)
 }

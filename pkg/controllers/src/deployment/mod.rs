@@ -12,16 +12,18 @@
 pub mod sync;
 pub mod util;
 
-use crate::workloads::{driver, informer, owner, selector};
+use crate::workloads::owner;
 use crate::Context;
 use jiff::Timestamp;
-use k1s_runtime::events::{EventType, Recorder};
+use k1s_api::selectors;
+use k1s_runtime::controller::{Controller as Runtime, Scope};
+use k1s_runtime::events::{object_reference, EventType, Recorder};
+use k1s_runtime::informer;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
 use kube::ResourceExt;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -56,37 +58,13 @@ pub struct Controller {
     pods: Store<Pod>,
 }
 
-fn resolve_deployment(
-    deployments: &Store<Deployment>,
-    ns: Option<&str>,
-    obj: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> Option<Arc<Deployment>> {
-    let r = owner::controller_of(obj)?;
-    if r.kind != "Deployment" {
-        return None;
-    }
-    informer::get(deployments, ns, &r.name).filter(|d| d.metadata.uid.as_deref() == Some(r.uid.as_str()))
-}
-
 /// `addReplicaSet`/`updateReplicaSet`/`deleteReplicaSet`: wake the controlling deployment, or
 /// for orphans every deployment whose selector matches (one of them may adopt it).
-fn on_replica_set_change(
-    old: Option<&ReplicaSet>,
-    new: Option<&ReplicaSet>,
-    deployments: &Store<Deployment>,
-    queue: &informer::Queue<Deployment>,
-) {
+fn on_replica_set_change(old: Option<&ReplicaSet>, new: Option<&ReplicaSet>, scope: &Scope<Deployment>) {
     let wake = |rs: &ReplicaSet| {
-        let ns = rs.metadata.namespace.as_deref();
-        if let Some(d) = resolve_deployment(deployments, ns, &rs.metadata) {
-            queue.add_obj(&d);
-        } else if owner::controller_of(&rs.metadata).is_none() {
-            for d in informer::list_in(deployments, ns.unwrap_or_default(), |d| {
-                selector::matches(d.spec.as_ref().map(|s| &s.selector), rs.metadata.labels.as_ref())
-            }) {
-                queue.add_obj(&d);
-            }
-        }
+        scope.enqueue_controller_or_adopters(&rs.metadata, |d| {
+            selectors::matches(d.spec.as_ref().map(|s| &s.selector), rs.metadata.labels.as_ref())
+        })
     };
     if let (Some(o), Some(n)) = (old, new) {
         if o.metadata.resource_version == n.metadata.resource_version {
@@ -104,25 +82,18 @@ fn on_replica_set_change(
 }
 
 /// `deletePod`: a Recreate deployment waits for its old pods to be gone.
-fn on_pod_change(
-    old: Option<&Pod>,
-    new: Option<&Pod>,
-    replica_sets: &Store<ReplicaSet>,
-    deployments: &Store<Deployment>,
-    queue: &informer::Queue<Deployment>,
-) {
+fn on_pod_change(old: Option<&Pod>, new: Option<&Pod>, replica_sets: &Store<ReplicaSet>, scope: &Scope<Deployment>) {
     let finished = |p: &Pod| matches!(crate::workloads::pods::pod_phase(p), "Succeeded" | "Failed");
     let pod = match (old, new) {
         (Some(p), None) => p,
         (Some(o), Some(n)) if !finished(o) && finished(n) => n,
         _ => return,
     };
-    let ns = pod.metadata.namespace.as_deref();
     let Some(r) = owner::controller_of(&pod.metadata).filter(|r| r.kind == "ReplicaSet") else { return };
-    let Some(rs) = informer::get(replica_sets, ns, &r.name) else { return };
-    if let Some(d) = resolve_deployment(deployments, ns, &rs.metadata) {
+    let Some(rs) = informer::get(replica_sets, pod.metadata.namespace.as_deref(), &r.name) else { return };
+    if let Some(d) = scope.controller_of(&rs.metadata) {
         if !util::is_rolling(&d) {
-            queue.add_obj(&d);
+            scope.queue.add_obj(&d);
         }
     }
 }
@@ -130,60 +101,15 @@ fn on_pod_change(
 /// Runs the deployment controller until `ctx.cancel` fires.
 pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
-    let (queue, triggers) = informer::Queue::<Deployment>::new();
-    let q = queue.clone();
-    let Some(deployments) = informer::start(
-        COMPONENT,
-        Api::<Deployment>::all(client.clone()),
-        watcher::Config::default(),
-        move |old: Option<&Deployment>, new: Option<&Deployment>| {
-            if let Some(d) = new.or(old) {
-                q.add_obj(d);
-            }
-        },
-        ctx.cancel.clone(),
-    )
-    .await
-    else {
-        return;
-    };
-    let (q, ds) = (queue.clone(), deployments.clone());
-    let Some(replica_sets) = informer::start(
-        "replicasets",
-        Api::<ReplicaSet>::all(client.clone()),
-        watcher::Config::default(),
-        move |old: Option<&ReplicaSet>, new: Option<&ReplicaSet>| on_replica_set_change(old, new, &ds, &q),
-        ctx.cancel.clone(),
-    )
-    .await
-    else {
-        return;
-    };
-    let (q, ds, rss) = (queue.clone(), deployments.clone(), replica_sets.clone());
-    let Some(pods) = informer::start(
-        "pods",
-        Api::<Pod>::all(client.clone()),
-        watcher::Config::default(),
-        move |old: Option<&Pod>, new: Option<&Pod>| on_pod_change(old, new, &rss, &ds, &q),
-        ctx.cancel.clone(),
-    )
-    .await
-    else {
-        return;
-    };
+    let mut c = Runtime::<Deployment>::new(COMPONENT, client.clone());
+    let replica_sets = c.watches(on_replica_set_change);
+    let rss = replica_sets.clone();
+    let pods = c.watches(move |old: Option<&Pod>, new: Option<&Pod>, scope: &Scope<Deployment>| {
+        on_pod_change(old, new, &rss, scope)
+    });
     let controller =
         Arc::new(Controller { recorder: Recorder::new(client.clone(), COMPONENT, None), client, replica_sets, pods });
-    driver::run(COMPONENT, deployments, triggers, controller, reconcile, ctx.cancel.clone()).await;
-}
-
-fn reference(d: &Deployment) -> ObjectReference {
-    k1s_runtime::events::reference(
-        "apps/v1",
-        "Deployment",
-        d.metadata.namespace.as_deref(),
-        d.metadata.name.as_deref().unwrap_or_default(),
-        d.metadata.uid.as_deref(),
-    )
+    c.run(controller, reconcile, ctx.cancel.clone()).await;
 }
 
 /// One sync of one deployment.
@@ -195,7 +121,7 @@ pub async fn reconcile(d: Arc<Deployment>, ctl: Arc<Controller>) -> Result<Actio
     let rs_api: Api<ReplicaSet> = Api::namespaced(ctl.client.clone(), &ns);
     let sel = d.spec.as_ref().map(|s| s.selector.clone());
     let candidates = informer::list_in(&ctl.replica_sets, &ns, |_| true);
-    let owned = if sel.as_ref().is_some_and(selector::is_empty) {
+    let owned = if sel.as_ref().is_some_and(selectors::is_empty) {
         Vec::new()
     } else {
         owner::claim_all(
@@ -203,7 +129,7 @@ pub async fn reconcile(d: Arc<Deployment>, ctl: Arc<Controller>) -> Result<Actio
             &d_api,
             &rs_api,
             candidates,
-            |rs| selector::matches(sel.as_ref(), rs.metadata.labels.as_ref()),
+            |rs| selectors::matches(sel.as_ref(), rs.metadata.labels.as_ref()),
             None,
         )
         .await
@@ -234,7 +160,7 @@ async fn execute(
 ) -> Result<(), Error> {
     let ns = d.namespace().unwrap_or_default();
     let name = d.name_any();
-    let dref = reference(d);
+    let dref = object_reference(d);
     let mut latest = d.clone();
     // ReplicaSets written in this sync: later steps build on the versions the API returned.
     let mut written: HashMap<String, ReplicaSet> = HashMap::new();
@@ -363,7 +289,7 @@ async fn execute(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::runtime::reflector;
+    use kube::runtime::{reflector, watcher};
 
     fn rs(name: &str, labels: &[(&str, &str)], controller: Option<(&str, &str)>) -> ReplicaSet {
         ReplicaSet {
@@ -411,16 +337,16 @@ mod tests {
 
     #[test]
     fn replica_set_changes_wake_their_deployment_and_orphans_wake_matching_ones() {
-        let ds = deployment_store();
         let (queue, mut rx) = informer::Queue::<Deployment>::new();
-        on_replica_set_change(None, Some(&rs("web-1", &[("app", "web")], Some(("web", "d-uid")))), &ds, &queue);
+        let scope = Scope { store: deployment_store(), queue };
+        on_replica_set_change(None, Some(&rs("web-1", &[("app", "web")], Some(("web", "d-uid")))), &scope);
         assert!(rx.try_recv().is_ok());
-        on_replica_set_change(None, Some(&rs("stray", &[("app", "web")], None)), &ds, &queue);
+        on_replica_set_change(None, Some(&rs("stray", &[("app", "web")], None)), &scope);
         assert!(rx.try_recv().is_ok());
-        on_replica_set_change(None, Some(&rs("other", &[("app", "db")], None)), &ds, &queue);
+        on_replica_set_change(None, Some(&rs("other", &[("app", "db")], None)), &scope);
         assert!(rx.try_recv().is_err());
         // A controller reference with a stale UID does not resolve.
-        on_replica_set_change(None, Some(&rs("web-2", &[("app", "x")], Some(("web", "old-uid")))), &ds, &queue);
+        on_replica_set_change(None, Some(&rs("web-2", &[("app", "x")], Some(("web", "old-uid")))), &scope);
         assert!(rx.try_recv().is_err());
     }
 }

@@ -5,8 +5,9 @@
 //! Later steps assume earlier ones succeeded; the executor stops at the first failure.
 
 use super::util::*;
-use crate::workloads::{hash, owner, selector, time};
+use crate::workloads::{hash, owner, time};
 use jiff::Timestamp;
+use k1s_api::selectors;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus, ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -63,7 +64,7 @@ impl Sim<'_> {
 
     fn sync_deployment(&mut self) {
         let sel = self.d.spec.as_ref().map(|s| s.selector.clone()).unwrap_or_default();
-        if selector::is_empty(&sel) {
+        if selectors::is_empty(&sel) {
             self.push(Step::Event {
                 warning: true,
                 reason: "SelectingAll".into(),

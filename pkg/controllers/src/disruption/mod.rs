@@ -9,19 +9,21 @@
 
 pub mod status;
 
+use crate::core::chain;
 use crate::core::discovery::{split_api_version, ServedCache};
-use crate::core::workqueue::{Backoff, Failures, WorkQueue};
-use crate::core::{chain, is_conflict, is_not_found};
 use crate::Context;
 use futures::{Stream, StreamExt};
 use jiff::Timestamp;
+use k1s_api::selectors::Selector;
+use k1s_runtime::api_error::{is_conflict, is_not_found};
+use k1s_runtime::backoff::{Backoff, Failures};
 use k1s_runtime::events::{reference, EventType};
+use k1s_runtime::workqueue::WorkQueue;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{Selector, SelectorExt};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -42,9 +44,9 @@ pub enum Error {
 
 /// The budget's selector: `None` selects nothing, an empty selector every pod.
 fn selector(pdb: &PodDisruptionBudget) -> Result<Option<Selector>, String> {
-    match pdb.spec.as_ref().and_then(|s| s.selector.clone()) {
+    match pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) {
         None => Ok(None),
-        Some(ls) => Selector::try_from(ls).map(Some).map_err(|e| e.to_string()),
+        Some(ls) => Selector::from_object(ls).map(Some).map_err(|e| e.to_string()),
     }
 }
 
@@ -68,7 +70,7 @@ impl State {
         let Some(sel) = selector(pdb)? else { return Ok(Vec::new()) };
         let ns = pdb.metadata.namespace.clone();
         Ok(self.pods.state_filter(|p| {
-            p.metadata.namespace == ns && sel.matches(p.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()))
+            p.metadata.namespace == ns && sel.matches_map(p.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()))
         }))
     }
 
@@ -334,7 +336,7 @@ pub async fn run(ctx: Arc<Context>) {
                     .state()
                     .iter()
                     .filter(|b| b.metadata.namespace == ns)
-                    .filter(|b| selector(b).ok().flatten().is_some_and(|s| s.matches(&labels)))
+                    .filter(|b| selector(b).ok().flatten().is_some_and(|s| s.matches_map(&labels)))
                     .map(|b| ObjectRef::from_obj(&**b))
                     .collect();
                 let before = {

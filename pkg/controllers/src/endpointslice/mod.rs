@@ -13,11 +13,14 @@ pub mod ports;
 pub mod slices;
 pub mod tracker;
 
-use crate::core::workqueue::{Backoff, WorkQueue};
-use crate::core::{chain, is_already_exists, is_conflict, is_namespace_terminating, is_not_found};
+use crate::core::chain;
 use crate::Context;
 use futures::{Stream, StreamExt};
+use k1s_api::selectors;
+use k1s_runtime::api_error::{is_already_exists, is_conflict, is_namespace_terminating, is_not_found};
+use k1s_runtime::backoff::Backoff;
 use k1s_runtime::events::{reference, EventType};
+use k1s_runtime::workqueue::WorkQueue;
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, PostParams};
@@ -27,7 +30,7 @@ use kube::Resource;
 use serde::de::DeserializeOwned;
 use slices::{NodeInfo, CONTROLLER_NAME, LABEL_MANAGED_BY, LABEL_SERVICE_NAME, LABEL_ZONE};
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Debug;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
@@ -70,15 +73,9 @@ fn split_key(key: &str) -> (&str, &str) {
 
 /// The services of `svcs` (all in `pod`'s namespace) whose selector selects `pod`.
 pub fn selecting_services<'a>(svcs: impl IntoIterator<Item = &'a Service>, pod: &Pod) -> BTreeSet<String> {
-    let labels = pod.metadata.labels.clone().unwrap_or_default();
     svcs.into_iter()
         .filter(|s| s.metadata.namespace == pod.metadata.namespace)
-        .filter(|s| {
-            s.spec
-                .as_ref()
-                .and_then(|sp| sp.selector.as_ref())
-                .is_some_and(|sel| sel.iter().all(|(k, v)| labels.get(k) == Some(v)))
-        })
+        .filter(|s| selectors::service_selects(service_selector(s), pod.metadata.labels.as_ref()))
         .map(|s| key_of(s.metadata.namespace.as_deref().unwrap_or(""), s.metadata.name.as_deref().unwrap_or("")))
         .collect()
 }
@@ -225,12 +222,9 @@ impl Shared {
 
     fn selected_pods(&self, svc: &Service) -> Vec<Arc<Pod>> {
         let ns = svc.metadata.namespace.clone();
-        let Some(selector) = svc.spec.as_ref().and_then(|s| s.selector.clone()) else { return Vec::new() };
+        let selector = service_selector(svc);
         self.pods.state_filter(|p| {
-            p.metadata.namespace == ns && {
-                let labels = p.metadata.labels.as_ref();
-                selector.iter().all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
-            }
+            p.metadata.namespace == ns && selectors::service_selects(selector, p.metadata.labels.as_ref())
         })
     }
 
@@ -246,10 +240,15 @@ impl Shared {
     }
 }
 
-/// Services that get no endpoints from these controllers.
+fn service_selector(svc: &Service) -> Option<&BTreeMap<String, String>> {
+    svc.spec.as_ref().and_then(|s| s.selector.as_ref())
+}
+
+/// Services that get no endpoints from these controllers: ExternalName ones and those without
+/// a selector (missing or empty: upstream stores an empty map as none).
 fn unmanaged(svc: &Service) -> bool {
-    let spec = svc.spec.as_ref();
-    spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") || spec.and_then(|s| s.selector.as_ref()).is_none()
+    svc.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("ExternalName")
+        || service_selector(svc).is_none_or(BTreeMap::is_empty)
 }
 
 async fn sync_slices(shared: &Shared, key: &str) -> Result<(), Error> {
@@ -584,12 +583,12 @@ mod tests {
     fn a_pod_maps_to_the_services_whose_selector_it_satisfies() {
         let services = [
             svc("web", Some(&[("app", "web")])),
-            svc("all", Some(&[])),
+            svc("empty", Some(&[])),
             svc("none", None),
             svc("db", Some(&[("app", "db")])),
         ];
         let got = selecting_services(services.iter(), &pod(&[("app", "web"), ("tier", "front")]));
-        assert_eq!(got, BTreeSet::from(["ns/all".to_string(), "ns/web".to_string()]));
+        assert_eq!(got, BTreeSet::from(["ns/web".to_string()]), "an empty selector selects nothing");
     }
 
     #[test]
@@ -612,6 +611,7 @@ mod tests {
     #[test]
     fn external_name_and_selectorless_services_are_unmanaged() {
         assert!(unmanaged(&svc("x", None)));
+        assert!(unmanaged(&svc("e", Some(&[]))), "an empty selector is no selector");
         let mut ext = svc("y", Some(&[("a", "b")]));
         ext.spec.as_mut().expect("spec").type_ = Some("ExternalName".into());
         assert!(unmanaged(&ext));

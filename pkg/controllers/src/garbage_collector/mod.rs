@@ -12,12 +12,14 @@
 pub mod graph;
 pub mod worker;
 
+use crate::core::chain;
 use crate::core::discovery::{self, Served, ServedResource};
-use crate::core::workqueue::{Backoff, WorkQueue};
-use crate::core::{chain, is_conflict, is_not_found};
 use crate::Context;
 use futures::StreamExt;
 use graph::{Graph, Identity, Observed, Work};
+use k1s_runtime::api_error::{is_conflict, is_not_found};
+use k1s_runtime::backoff::Backoff;
+use k1s_runtime::workqueue::WorkQueue;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy};
 use kube::core::PartialObjectMeta;

@@ -10,12 +10,15 @@ pub mod logic;
 pub mod sync;
 pub mod ttl;
 
-use crate::workloads::{driver, expectations, informer, owner, selector};
+use crate::workloads::{expectations, owner};
 use crate::Context;
 use jiff::Timestamp;
-use k1s_runtime::events::{EventType, Recorder};
+use k1s_api::selectors;
+use k1s_runtime::controller::reconcile_loop;
+use k1s_runtime::events::{object_reference, EventType, Recorder};
+use k1s_runtime::informer;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
@@ -54,16 +57,6 @@ struct KubeJobApi<'a> {
     jobs: Api<Job>,
 }
 
-fn reference(job: &Job) -> ObjectReference {
-    k1s_runtime::events::reference(
-        "batch/v1",
-        "Job",
-        job.metadata.namespace.as_deref(),
-        job.metadata.name.as_deref().unwrap_or_default(),
-        job.metadata.uid.as_deref(),
-    )
-}
-
 fn remove_finalizer_patch() -> serde_json::Value {
     json!({"metadata": {"$deleteFromPrimitiveList/finalizers": [TRACKING_FINALIZER]}})
 }
@@ -83,7 +76,7 @@ impl JobApi for KubeJobApi<'_> {
     }
     async fn event(&self, job: &Job, warning: bool, reason: &str, message: &str) {
         let kind = if warning { EventType::Warning } else { EventType::Normal };
-        self.ctl.recorder.record(&reference(job), kind, reason, message).await;
+        self.ctl.recorder.record(&object_reference(job), kind, reason, message).await;
     }
 }
 
@@ -92,12 +85,7 @@ fn job_key(ns: Option<&str>, name: &str) -> String {
 }
 
 fn resolve_job(jobs: &Store<Job>, pod: &Pod) -> Option<Arc<Job>> {
-    let r = owner::controller_of(&pod.metadata)?;
-    if r.kind != "Job" {
-        return None;
-    }
-    informer::get(jobs, pod.metadata.namespace.as_deref(), &r.name)
-        .filter(|j| j.metadata.uid.as_deref() == Some(r.uid.as_str()))
+    informer::controller_in(jobs, &pod.metadata)
 }
 
 /// Whether a pod keeps a tracking finalizer nobody will remove (its Job is gone or finished).
@@ -166,7 +154,7 @@ fn on_pod_change(
         if let Some(p) = new {
             let ns = p.metadata.namespace.as_deref().unwrap_or_default();
             for j in informer::list_in(jobs, ns, |j| {
-                selector::matches(j.spec.as_ref().and_then(|s| s.selector.as_ref()), p.metadata.labels.as_ref())
+                selectors::matches(j.spec.as_ref().and_then(|s| s.selector.as_ref()), p.metadata.labels.as_ref())
             }) {
                 queue.add_obj(&j);
             }
@@ -249,9 +237,9 @@ pub async fn run(ctx: Arc<Context>) {
     });
     let ttl_ctl = Arc::new(ttl::Controller::new(client.clone()));
     tokio::join!(
-        driver::run(COMPONENT, jobs.clone(), triggers, controller.clone(), reconcile, ctx.cancel.clone()),
-        driver::run("job-orphan-pods", pods, orphan_triggers, controller, reconcile_orphan_pod, ctx.cancel.clone()),
-        driver::run(ttl::COMPONENT, jobs, ttl_triggers, ttl_ctl, ttl::reconcile, ctx.cancel.clone()),
+        reconcile_loop(COMPONENT, jobs.clone(), triggers, controller.clone(), reconcile, ctx.cancel.clone()),
+        reconcile_loop("job-orphan-pods", pods, orphan_triggers, controller, reconcile_orphan_pod, ctx.cancel.clone()),
+        reconcile_loop(ttl::COMPONENT, jobs, ttl_triggers, ttl_ctl, ttl::reconcile, ctx.cancel.clone()),
     );
 }
 
@@ -277,7 +265,7 @@ pub async fn reconcile(job: Arc<Job>, ctl: Arc<Controller>) -> Result<Action, Er
         &jobs_api,
         &pods_api,
         candidates,
-        |p| selector::matches(sel.as_ref(), p.metadata.labels.as_ref()),
+        |p| selectors::matches(sel.as_ref(), p.metadata.labels.as_ref()),
         Some(TRACKING_FINALIZER),
     )
     .await

@@ -12,6 +12,7 @@ use super::logic::*;
 use crate::workloads::expectations::Expectations;
 use crate::workloads::{pods, time};
 use jiff::Timestamp;
+use k1s_runtime::api_error::is_namespace_terminating;
 use k8s_openapi::api::batch::v1::{Job, JobCondition, UncountedTerminatedPods};
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, Pod, PodTemplateSpec};
 use std::collections::{HashMap, HashSet};
@@ -477,7 +478,7 @@ async fn manage_job<A: JobApi + Sync>(
                 Err(e) => {
                     mem.expectations.creation_observed(&key);
                     active -= 1;
-                    if matches!(&e, kube::Error::Api(s) if s.code == 403 && s.message.contains("being terminated")) {
+                    if is_namespace_terminating(&e) {
                         continue;
                     }
                     events.push((true, "FailedCreate", format!("Error creating: {e}")));

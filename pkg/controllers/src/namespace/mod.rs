@@ -7,12 +7,13 @@
 pub mod conditions;
 pub mod deleter;
 
+use crate::core::chain;
 use crate::core::discovery::{self, ServedResource};
-use crate::core::workqueue::{Backoff, Failures};
-use crate::core::{chain, is_conflict, is_method_not_supported, is_not_found};
 use crate::Context;
 use deleter::{ContentApi, ContentError, Item, PodGrace};
 use futures::StreamExt;
+use k1s_runtime::api_error::{is_conflict, is_method_not_supported, is_not_found};
+use k1s_runtime::backoff::{Backoff, Failures};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams, PropagationPolicy};

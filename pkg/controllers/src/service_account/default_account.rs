@@ -1,8 +1,8 @@
 //! Every active namespace has a ServiceAccount named `default`; deleted, it is created again.
 
 use super::{is_active, per_namespace};
-use crate::core::{is_already_exists, is_namespace_terminating, is_not_found};
 use crate::Context;
+use k1s_runtime::api_error::{is_already_exists, is_namespace_terminating, is_not_found};
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};

@@ -7,9 +7,9 @@ pub mod default_account;
 pub mod root_ca;
 
 use crate::core::chain;
-use crate::core::workqueue::{Backoff, Failures};
 use crate::Context;
 use futures::StreamExt;
+use k1s_runtime::backoff::{Backoff, Failures};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::Api;

@@ -10,16 +10,18 @@
 
 pub mod plan;
 
-use crate::workloads::{driver, informer, owner, selector};
+use crate::workloads::owner;
 use crate::Context;
 use jiff::Timestamp;
-use k1s_runtime::events::{EventType, Recorder};
+use k1s_api::selectors;
+use k1s_runtime::controller::{Controller as Runtime, Scope};
+use k1s_runtime::events::{object_reference, EventType, Recorder};
+use k1s_runtime::informer;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
-use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
 use kube::ResourceExt;
 use plan::Step;
 use serde_json::json;
@@ -47,97 +49,20 @@ pub struct Controller {
     claims: Store<PersistentVolumeClaim>,
 }
 
-fn resolve(
-    sets: &Store<StatefulSet>,
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> Option<Arc<StatefulSet>> {
-    let r = owner::controller_of(meta).filter(|r| r.kind == "StatefulSet")?;
-    informer::get(sets, meta.namespace.as_deref(), &r.name)
-        .filter(|s| s.metadata.uid.as_deref() == Some(r.uid.as_str()))
-}
-
-/// Pods and revisions wake their set; orphans wake the sets whose selector matches.
-fn wake_for(
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    sets: &Store<StatefulSet>,
-    queue: &informer::Queue<StatefulSet>,
-) {
-    if let Some(s) = resolve(sets, meta) {
-        queue.add_obj(&s);
-    } else if owner::controller_of(meta).is_none() {
-        for s in informer::list_in(sets, meta.namespace.as_deref().unwrap_or_default(), |s| {
-            selector::matches(s.spec.as_ref().map(|x| &x.selector), meta.labels.as_ref())
-        }) {
-            queue.add_obj(&s);
-        }
-    }
-}
-
 /// Runs the StatefulSet controller until `ctx.cancel` fires.
 pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
-    let (queue, triggers) = informer::Queue::<StatefulSet>::new();
-    let q = queue.clone();
-    let Some(sets) = informer::start(
-        COMPONENT,
-        Api::<StatefulSet>::all(client.clone()),
-        watcher::Config::default(),
-        move |_: Option<&StatefulSet>, new: Option<&StatefulSet>| {
-            if let Some(s) = new {
-                q.add_obj(s);
-            }
-        },
-        ctx.cancel.clone(),
-    )
-    .await
-    else {
-        return;
-    };
-    let (q, ss) = (queue.clone(), sets.clone());
-    let Some(pods) = informer::start(
-        "pods",
-        Api::<Pod>::all(client.clone()),
-        watcher::Config::default(),
-        move |old: Option<&Pod>, new: Option<&Pod>| {
-            for p in old.into_iter().chain(new) {
-                wake_for(&p.metadata, &ss, &q);
-            }
-        },
-        ctx.cancel.clone(),
-    )
-    .await
-    else {
-        return;
-    };
-    let (q, ss) = (queue.clone(), sets.clone());
-    let Some(revisions) = informer::start(
-        "controllerrevisions",
-        Api::<ControllerRevision>::all(client.clone()),
-        watcher::Config::default(),
-        move |old: Option<&ControllerRevision>, new: Option<&ControllerRevision>| {
-            for r in old.into_iter().chain(new) {
-                if let Some(s) = resolve(&ss, &r.metadata) {
-                    q.add_obj(&s);
-                }
-            }
-        },
-        ctx.cancel.clone(),
-    )
-    .await
-    else {
-        return;
-    };
-    let Some(claims) = informer::start(
-        "persistentvolumeclaims",
-        Api::<PersistentVolumeClaim>::all(client.clone()),
-        watcher::Config::default(),
-        |_: Option<&PersistentVolumeClaim>, _: Option<&PersistentVolumeClaim>| {},
-        ctx.cancel.clone(),
-    )
-    .await
-    else {
-        return;
-    };
+    let mut c = Runtime::<StatefulSet>::new(COMPONENT, client.clone());
+    // Pods wake their set; orphans wake the sets whose selector matches.
+    let pods = c.watches(|old: Option<&Pod>, new: Option<&Pod>, scope: &Scope<StatefulSet>| {
+        for p in old.into_iter().chain(new) {
+            scope.enqueue_controller_or_adopters(&p.metadata, |s| {
+                selectors::matches(s.spec.as_ref().map(|x| &x.selector), p.metadata.labels.as_ref())
+            });
+        }
+    });
+    let revisions = c.owns::<ControllerRevision>();
+    let claims = c.caches::<PersistentVolumeClaim>();
     let controller = Arc::new(Controller {
         recorder: Recorder::new(client.clone(), COMPONENT, None),
         client,
@@ -145,17 +70,7 @@ pub async fn run(ctx: Arc<Context>) {
         revisions,
         claims,
     });
-    driver::run(COMPONENT, sets, triggers, controller, reconcile, ctx.cancel.clone()).await;
-}
-
-fn reference(s: &StatefulSet) -> ObjectReference {
-    k1s_runtime::events::reference(
-        "apps/v1",
-        "StatefulSet",
-        s.metadata.namespace.as_deref(),
-        s.metadata.name.as_deref().unwrap_or_default(),
-        s.metadata.uid.as_deref(),
-    )
+    c.run(controller, reconcile, ctx.cancel.clone()).await;
 }
 
 /// One sync of one StatefulSet.
@@ -168,7 +83,8 @@ pub async fn reconcile(set: Arc<StatefulSet>, ctl: Arc<Controller>) -> Result<Ac
     let rev_api: Api<ControllerRevision> = Api::namespaced(ctl.client.clone(), &ns);
     let claim_api: Api<PersistentVolumeClaim> = Api::namespaced(ctl.client.clone(), &ns);
     let sel = set.spec.as_ref().map(|s| s.selector.clone());
-    let matches = |labels: Option<&std::collections::BTreeMap<String, String>>| selector::matches(sel.as_ref(), labels);
+    let matches =
+        |labels: Option<&std::collections::BTreeMap<String, String>>| selectors::matches(sel.as_ref(), labels);
     // Pods are ours only if their name is one of our ordinals (`isMemberOf`).
     let pods = owner::claim_all(
         &*set,
@@ -200,7 +116,7 @@ pub async fn reconcile(set: Arc<StatefulSet>, ctl: Arc<Controller>) -> Result<Ac
         now,
     };
     let p = if set.metadata.deletion_timestamp.is_some() { plan::Plan::default() } else { plan::plan(&observed) };
-    let sref = reference(&set);
+    let sref = object_reference(&*set);
     let api_err =
         |action: String, error: kube::Error| Error::Api { namespace: ns.clone(), name: name.clone(), action, error };
     let is_code = |e: &kube::Error, c: u16| matches!(e, kube::Error::Api(s) if s.code == c);

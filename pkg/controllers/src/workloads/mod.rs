@@ -1,20 +1,16 @@
 //! What the workload controllers (Deployment, ReplicaSet, ReplicationController, StatefulSet,
-//! DaemonSet, Job, CronJob) share: informers that feed a `kube::runtime::Controller` queue,
-//! the reconcile driver with per-object error back-off, pod-template hashing, owner references
-//! and adoption, pod readiness/availability and deletion ranking, creation/deletion
-//! expectations, label selectors, and the cron schedule parser.
+//! DaemonSet, Job, CronJob) share beyond `k1s_runtime`'s controller runtime: pod-template
+//! hashing, owner references and adoption, pod readiness/availability and deletion ranking,
+//! creation/deletion expectations, and the cron schedule parser.
 //!
 //! Everything here is either pure (unit-tested next to the code) or a thin wrapper over the
 //! API client; nothing reaches the store directly.
 
 pub mod cron;
-pub mod driver;
 pub mod events;
 pub mod expectations;
 pub mod hash;
 pub mod history;
-pub mod informer;
 pub mod owner;
 pub mod pods;
-pub mod selector;
 pub mod time;

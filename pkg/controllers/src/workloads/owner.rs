@@ -11,10 +11,7 @@ use serde_json::json;
 use std::fmt::Debug;
 use std::sync::Arc;
 
-/// The controller reference (`controller: true`) of an object, if any.
-pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
-    meta.owner_references.iter().flatten().find(|r| r.controller == Some(true))
-}
+pub use k1s_runtime::informer::controller_of;
 
 /// Whether `meta`'s controller is the object with `uid`.
 pub fn is_controlled_by(meta: &ObjectMeta, uid: &str) -> bool {

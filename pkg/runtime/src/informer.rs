@@ -2,13 +2,14 @@
 //! that sees the previous and the new version of every object (upstream's
 //! `AddFunc`/`UpdateFunc`/`DeleteFunc`), including objects that vanished while the watch was
 //! down (noticed when the re-list completes). Handlers map changes to the keys of the objects
-//! a controller must reconcile and push them into a [`Queue`], which feeds
-//! `kube::runtime::Controller::reconcile_on` (its scheduler de-duplicates keys).
+//! a controller must reconcile and push them into a [`Queue`], which feeds the reconcile loop
+//! of [`crate::controller`] (its scheduler de-duplicates keys).
 
 use futures::channel::mpsc;
 use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::Api;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{self, store::Writer, ObjectRef, Store};
 use kube::runtime::watcher::{self, watcher, Event};
 use kube::runtime::WatchStreamExt;
 use kube::Resource;
@@ -65,6 +66,23 @@ pub async fn start<K, F>(
     what: &'static str,
     api: Api<K>,
     config: watcher::Config,
+    on_change: F,
+    cancel: CancellationToken,
+) -> Option<Store<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    F: FnMut(Option<&K>, Option<&K>) + Send + 'static,
+{
+    let (reader, writer) = reflector::store::<K>();
+    start_into(what, api, config, (reader, writer), on_change, cancel).await
+}
+
+/// [`start`] into a store created beforehand (so other informers' handlers can hold it).
+pub(crate) async fn start_into<K, F>(
+    what: &'static str,
+    api: Api<K>,
+    config: watcher::Config,
+    (reader, mut writer): (Store<K>, Writer<K>),
     mut on_change: F,
     cancel: CancellationToken,
 ) -> Option<Store<K>>
@@ -72,7 +90,6 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     F: FnMut(Option<&K>, Option<&K>) + Send + 'static,
 {
-    let (reader, mut writer) = reflector::store::<K>();
     let store = reader.clone();
     let task_cancel = cancel.clone();
     tokio::spawn(async move {
@@ -144,6 +161,21 @@ where
     store.state().into_iter().filter(|o| o.meta().namespace.as_deref() == Some(namespace) && keep(o)).collect()
 }
 
+/// The controller reference (`controller: true`) of an object, if any.
+pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
+    meta.owner_references.iter().flatten().find(|r| r.controller == Some(true))
+}
+
+/// The object of kind `K` in `store` that `meta`'s controller reference names (same namespace,
+/// name and uid), if any.
+pub fn controller_in<K>(store: &Store<K>, meta: &ObjectMeta) -> Option<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    let r = controller_of(meta).filter(|r| r.kind == K::kind(&()))?;
+    get(store, meta.namespace.as_deref(), &r.name).filter(|o| o.meta().uid.as_deref() == Some(r.uid.as_str()))
+}
+
 /// The object `namespace/name` in `store`.
 pub fn get<K>(store: &Store<K>, namespace: Option<&str>, name: &str) -> Option<Arc<K>>
 where
@@ -160,7 +192,6 @@ where
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn cm(ns: &str, name: &str) -> ConfigMap {
         ConfigMap {
@@ -175,6 +206,38 @@ mod tests {
         q.add_obj(&cm("a", "x"));
         let r = rx.try_recv().expect("queued");
         assert_eq!((r.namespace.as_deref(), r.name.as_str()), (Some("a"), "x"));
+    }
+
+    #[test]
+    fn the_controller_is_found_by_kind_name_and_uid() {
+        use k8s_openapi::api::apps::v1::ReplicaSet;
+        let (reader, mut writer) = reflector::store::<ReplicaSet>();
+        let rs = ReplicaSet {
+            metadata: ObjectMeta {
+                name: Some("web".into()),
+                namespace: Some("a".into()),
+                uid: Some("u1".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        writer.apply_watcher_event(&Event::Apply(rs));
+        let owned_by = |kind: &str, uid: &str, controller| ObjectMeta {
+            namespace: Some("a".into()),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: kind.into(),
+                name: "web".into(),
+                uid: uid.into(),
+                controller: Some(controller),
+                block_owner_deletion: None,
+            }]),
+            ..Default::default()
+        };
+        assert!(controller_in(&reader, &owned_by("ReplicaSet", "u1", true)).is_some());
+        assert!(controller_in(&reader, &owned_by("ReplicaSet", "u2", true)).is_none(), "a recreated owner");
+        assert!(controller_in(&reader, &owned_by("Deployment", "u1", true)).is_none());
+        assert!(controller_in(&reader, &owned_by("ReplicaSet", "u1", false)).is_none(), "not the controller");
     }
 
     #[test]

@@ -10,59 +10,15 @@
 //!
 //! Controllers whose keys may outlive the object (a Service being deleted still needs its
 //! Endpoints removed; a garbage-collector node is keyed by uid) use this instead of
-//! `kube::runtime::Controller`, which only reconciles objects present in its store.
+//! [`crate::controller`], which only reconciles objects present in its store.
 
+use crate::backoff::Backoff;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
-
-/// Per-key exponential back-off: `base * 2^failures`, at most `max`.
-#[derive(Clone, Copy, Debug)]
-pub struct Backoff {
-    pub base: Duration,
-    pub max: Duration,
-}
-
-impl Backoff {
-    /// client-go's default controller rate limiter: 5 ms doubling up to 1000 s.
-    pub const DEFAULT: Backoff = Backoff { base: Duration::from_millis(5), max: Duration::from_secs(1000) };
-
-    /// The delay after `failures` earlier failures.
-    pub fn delay(&self, failures: u32) -> Duration {
-        let factor = 2u32.checked_pow(failures.min(31)).unwrap_or(u32::MAX);
-        self.base.checked_mul(factor).map_or(self.max, |d| d.min(self.max))
-    }
-}
-
-/// Per-key failure counts turned into back-off delays, for `kube::runtime::Controller` error
-/// policies (which get no failure count of their own).
-pub struct Failures {
-    backoff: Backoff,
-    counts: Mutex<HashMap<String, u32>>,
-}
-
-impl Failures {
-    pub fn new(backoff: Backoff) -> Failures {
-        Failures { backoff, counts: Mutex::default() }
-    }
-
-    /// Counts a failure of `key`; returns how long to wait before retrying it.
-    pub fn failed(&self, key: &str) -> Duration {
-        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-        let n = counts.entry(key.to_string()).or_insert(0);
-        let delay = self.backoff.delay(*n);
-        *n = n.saturating_add(1);
-        delay
-    }
-
-    /// Forgets the failures of `key`.
-    pub fn succeeded(&self, key: &str) {
-        self.counts.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
-    }
-}
 
 struct State<K> {
     queue: VecDeque<K>,
@@ -320,16 +276,6 @@ mod tests {
         assert!(start.elapsed() < Duration::from_secs(2));
     }
 
-    #[test]
-    fn backoff_doubles_up_to_the_cap() {
-        let b = Backoff { base: Duration::from_millis(5), max: Duration::from_secs(1) };
-        assert_eq!(b.delay(0), Duration::from_millis(5));
-        assert_eq!(b.delay(1), Duration::from_millis(10));
-        assert_eq!(b.delay(3), Duration::from_millis(40));
-        assert_eq!(b.delay(20), Duration::from_secs(1));
-        assert_eq!(b.delay(u32::MAX), Duration::from_secs(1));
-    }
-
     #[tokio::test(start_paused = true)]
     async fn rate_limited_requeues_back_off_until_forgotten() {
         let q = queue();
@@ -346,16 +292,6 @@ mod tests {
         assert_eq!(q.failures(&"a"), 2);
         q.forget(&"a");
         assert_eq!(q.failures(&"a"), 0);
-    }
-
-    #[test]
-    fn failures_back_off_per_key_until_success() {
-        let f = Failures::new(Backoff { base: Duration::from_millis(5), max: Duration::from_secs(1) });
-        assert_eq!(f.failed("a"), Duration::from_millis(5));
-        assert_eq!(f.failed("a"), Duration::from_millis(10));
-        assert_eq!(f.failed("b"), Duration::from_millis(5));
-        f.succeeded("a");
-        assert_eq!(f.failed("a"), Duration::from_millis(5));
     }
 
     #[tokio::test]
