@@ -5,11 +5,12 @@
 //! by a `runtime.Unknown` envelope `{1: typeMeta{1: apiVersion, 2: kind}, 2: raw, 3: contentEncoding,
 //! 4: contentType}` whose `raw` holds the kind's own message.
 //!
-//! The decoder is table driven (`tables.rs`): each message is a list of fields `(number, JSON name,
-//! type, presence)`. It produces the `serde_json::Value` that Go's `encoding/json` would have
-//! produced for the same typed object, i.e. the JSON body kubectl would otherwise have sent: keys in
-//! Go struct order, `omitempty` zero values dropped, present optional (pointer) zeros kept
-//! (`replicas: 0`), non-pointer structs always present (`strategy: {}`), zero `Time` as `null`.
+//! The decoder is table driven (`tables.rs`, generated from `messages.txt` by the crate's build
+//! script): each message is a list of fields `(number, JSON name, type, presence)`. It produces the
+//! `serde_json::Value` that Go's `encoding/json` would have produced for the same typed object,
+//! i.e. the JSON body kubectl would otherwise have sent: keys in Go struct order, `omitempty` zero
+//! values dropped, present optional (pointer) zeros kept (`replicas: 0`), non-pointer structs
+//! always present (`strategy: {}`), zero `Time` as `null`.
 //! Unknown field numbers are skipped.
 
 mod tables;
