@@ -12,6 +12,7 @@ pub mod deletion;
 pub mod field;
 pub mod meta;
 pub mod metrics;
+pub mod net;
 pub mod openapi;
 pub mod printers;
 pub mod protobuf;

@@ -123,14 +123,15 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         ],
     };
     tokio::spawn(hooks.run(cancel.clone()));
-    let cidr = service_alloc::Cidr::parse(&config.service_cidr)
-        .ok_or_else(|| ServeError::Config(format!("invalid service CIDR {:?}", config.service_cidr)))?;
+    let invalid_cidr = || ServeError::Config(format!("invalid service CIDR {:?}", config.service_cidr));
+    let cidr = service_alloc::service_cidr(&config.service_cidr).ok_or_else(invalid_cidr)?;
+    let allocator = service_alloc::ServiceAllocator::new(&cidr).ok_or_else(invalid_cidr)?;
     let registry = Arc::new(Registry {
         store: config.store.clone(),
         admission: Arc::new(chain),
         allocators: registry::Allocators::from([(
             service_alloc::SERVICES,
-            Arc::new(service_alloc::ServiceAllocator::new(cidr)) as Arc<dyn registry::Allocator>,
+            Arc::new(allocator) as Arc<dyn registry::Allocator>,
         )]),
         custom: Arc::default(),
     });
@@ -189,7 +190,7 @@ async fn bootstrap_services(
     let kubernetes = json!({
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"component": "apiserver", "provider": "kubernetes"}},
-        "spec": {"clusterIP": cidr.first().to_string(), "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}],
+        "spec": {"clusterIP": service_alloc::first_ip(&cidr).map(|ip| ip.to_string()), "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}],
                  "sessionAffinity": "None", "type": "ClusterIP"},
     });
     let endpoints = json!({

@@ -9,38 +9,46 @@ use crate::registry::{Allocator, Reservation};
 use k1s_api::FieldError;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Mutex;
 
 pub const NODE_PORT_MIN: u16 = 30000;
 pub const NODE_PORT_MAX: u16 = 32767;
 
-/// An IPv4 CIDR such as `10.43.0.0/16`.
+pub use k1s_api::net::Cidr;
+
+/// The IPv4 range ClusterIPs come from, as numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cidr {
-    pub base: u32,
-    pub prefix: u8,
+struct Range {
+    base: u32,
+    prefix: u8,
 }
 
-impl Cidr {
-    pub fn parse(s: &str) -> Option<Cidr> {
-        let (ip, prefix) = s.split_once('/')?;
-        let ip: Ipv4Addr = ip.parse().ok()?;
-        let prefix: u8 = prefix.parse().ok().filter(|p| *p <= 30)?;
-        let mask = u32::MAX.checked_shl(32 - prefix as u32).unwrap_or(0);
-        Some(Cidr { base: u32::from(ip) & mask, prefix })
+impl Range {
+    /// IPv4 networks of at least four addresses (network, `kubernetes`, one Service, broadcast).
+    fn of(cidr: &Cidr) -> Option<Range> {
+        match cidr.network() {
+            IpAddr::V4(net) if cidr.prefix() <= 30 => Some(Range { base: u32::from(net), prefix: cidr.prefix() }),
+            _ => None,
+        }
     }
     fn size(&self) -> u32 {
         1u32 << (32 - self.prefix as u32)
     }
-    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+    fn contains(&self, ip: Ipv4Addr) -> bool {
         let v = u32::from(ip);
         v >= self.base && v < self.base + self.size()
     }
-    /// The first usable address: the `kubernetes` Service's.
-    pub fn first(&self) -> Ipv4Addr {
-        Ipv4Addr::from(self.base + 1)
-    }
+}
+
+/// Parses a Service CIDR k1s can allocate ClusterIPs from: IPv4, /30 or wider.
+pub fn service_cidr(text: &str) -> Option<Cidr> {
+    text.parse::<Cidr>().ok().filter(|c| Range::of(c).is_some())
+}
+
+/// The first usable address of the Service CIDR: the `kubernetes` Service's.
+pub fn first_ip(cidr: &Cidr) -> Option<IpAddr> {
+    cidr.nth(1)
 }
 
 #[derive(Default)]
@@ -60,7 +68,7 @@ pub struct Taken {
 }
 
 pub struct ServiceAllocator {
-    cidr: Cidr,
+    cidr: Range,
     state: Mutex<State>,
 }
 
@@ -94,12 +102,9 @@ fn wants_node_ports(svc: &Value) -> bool {
 }
 
 impl ServiceAllocator {
-    pub fn new(cidr: Cidr) -> ServiceAllocator {
-        ServiceAllocator { cidr, state: Mutex::new(State::default()) }
-    }
-
-    pub fn cidr(&self) -> Cidr {
-        self.cidr
+    /// `None` for a CIDR [`service_cidr`] refuses.
+    pub fn new(cidr: &Cidr) -> Option<ServiceAllocator> {
+        Some(ServiceAllocator { cidr: Range::of(cidr)?, state: Mutex::new(State::default()) })
     }
 
     /// Seeds from stored Services the first time (the caller lists them).
@@ -368,7 +373,7 @@ mod tests {
     use super::*;
 
     fn alloc() -> ServiceAllocator {
-        let a = ServiceAllocator::new(Cidr::parse("10.43.0.0/16").expect("cidr"));
+        let a = ServiceAllocator::new(&"10.43.0.0/16".parse().expect("cidr")).expect("allocator");
         a.seed_with(&[]);
         a
     }

@@ -3,7 +3,8 @@
 //! cluster CIDR, then `portmap` for hostPort. No loopback plugin: containerd's CRI plugin sets
 //! up the pod's loopback itself, and with `max_conf_num = 1` a loopback entry would be wrong.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use k1s_api::net::Cidr;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
@@ -44,45 +45,14 @@ pub struct ClusterCidr {
 }
 
 impl ClusterCidr {
-    /// Parses `10.42.0.0/16` or `fd00:42::/56`.
+    /// Parses `10.42.0.0/16` or `fd00:42::/56`: a network with room for the gateway and pods.
     pub fn parse(cidr: &str) -> Result<Self, CniError> {
-        let invalid = || CniError::InvalidCidr { cidr: cidr.to_string() };
-        let (addr, prefix) = cidr.trim().split_once('/').ok_or_else(invalid)?;
-        let addr: IpAddr = addr.parse().map_err(|_| invalid())?;
-        let prefix: u8 = prefix.parse().map_err(|_| invalid())?;
-        let too_small = || CniError::CidrTooSmall { cidr: cidr.to_string() };
-        match addr {
-            IpAddr::V4(v4) => {
-                if prefix > 32 {
-                    return Err(invalid());
-                }
-                if prefix > 30 {
-                    return Err(too_small());
-                }
-                let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
-                let network = u32::from(v4) & mask;
-                Ok(Self {
-                    network: IpAddr::V4(Ipv4Addr::from(network)),
-                    prefix,
-                    gateway: IpAddr::V4(Ipv4Addr::from(network + 1)),
-                })
-            }
-            IpAddr::V6(v6) => {
-                if prefix > 128 {
-                    return Err(invalid());
-                }
-                if prefix > 126 {
-                    return Err(too_small());
-                }
-                let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
-                let network = u128::from(v6) & mask;
-                Ok(Self {
-                    network: IpAddr::V6(Ipv6Addr::from(network)),
-                    prefix,
-                    gateway: IpAddr::V6(Ipv6Addr::from(network + 1)),
-                })
-            }
+        let parsed: Cidr = cidr.parse().map_err(|_| CniError::InvalidCidr { cidr: cidr.to_string() })?;
+        if parsed.host_bits() < 2 {
+            return Err(CniError::CidrTooSmall { cidr: cidr.to_string() });
         }
+        let gateway = parsed.nth(1).ok_or_else(|| CniError::CidrTooSmall { cidr: cidr.to_string() })?;
+        Ok(Self { network: parsed.network(), prefix: parsed.prefix(), gateway })
     }
 
     /// `network/prefix`.

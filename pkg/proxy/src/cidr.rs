@@ -1,16 +1,15 @@
-//! IPv4 CIDR blocks (`10.42.0.0/16`): parsing, containment and nft-friendly display.
+//! IPv4 CIDR blocks (`10.42.0.0/16`) for nftables' `ip` family: k1s_api's [`net::Cidr`], held
+//! to IPv4, with IPv4-typed accessors and nft-friendly display.
 
+use k1s_api::net;
 use std::fmt;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::str::FromStr;
 
 /// An IPv4 network in CIDR notation. The address is kept as written (host bits are not cleared),
 /// like `net.ParseCIDR`'s first result; [`Cidr::network`] gives the masked address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Cidr {
-    addr: Ipv4Addr,
-    prefix: u8,
-}
+pub struct Cidr(net::Cidr);
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CidrError {
@@ -20,28 +19,23 @@ pub enum CidrError {
 
 impl Cidr {
     pub fn new(addr: Ipv4Addr, prefix: u8) -> Option<Self> {
-        (prefix <= 32).then_some(Self { addr, prefix })
+        net::Cidr::new(IpAddr::V4(addr), prefix).map(Self)
     }
 
     pub fn prefix(&self) -> u8 {
-        self.prefix
-    }
-
-    fn mask(&self) -> u32 {
-        if self.prefix == 0 {
-            0
-        } else {
-            u32::MAX << (32 - u32::from(self.prefix))
-        }
+        self.0.prefix()
     }
 
     /// The network address (host bits cleared).
     pub fn network(&self) -> Ipv4Addr {
-        Ipv4Addr::from(u32::from(self.addr) & self.mask())
+        match self.0.network() {
+            IpAddr::V4(v4) => v4,
+            IpAddr::V6(_) => unreachable!("a proxy Cidr is IPv4 by construction"),
+        }
     }
 
     pub fn contains(&self, ip: Ipv4Addr) -> bool {
-        u32::from(ip) & self.mask() == u32::from(self.addr) & self.mask()
+        self.0.contains(IpAddr::V4(ip))
     }
 }
 
@@ -49,21 +43,20 @@ impl FromStr for Cidr {
     type Err = CidrError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = || CidrError::Parse { text: s.to_string() };
-        let (addr, prefix) = s.trim().split_once('/').ok_or_else(err)?;
-        let addr: Ipv4Addr = addr.parse().map_err(|_| err())?;
-        let prefix: u8 = prefix.parse().map_err(|_| err())?;
-        Cidr::new(addr, prefix).ok_or_else(err)
+        match s.parse::<net::Cidr>() {
+            Ok(c) if c.is_ipv4() => Ok(Cidr(c)),
+            _ => Err(CidrError::Parse { text: s.to_string() }),
+        }
     }
 }
 
 /// Displays the masked network, as nft requires (`10.42.0.0/16`, or a bare address for /32).
 impl fmt::Display for Cidr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.prefix == 32 {
-            write!(f, "{}", self.addr)
+        if self.prefix() == 32 {
+            write!(f, "{}", self.network())
         } else {
-            write!(f, "{}/{}", self.network(), self.prefix)
+            write!(f, "{}", self.0)
         }
     }
 }

@@ -169,8 +169,10 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     sans.extend(config.tls_san.iter().cloned());
     // In-cluster clients reach the API as the `kubernetes` Service: its ClusterIP (the first
     // address of the Service CIDR) and DNS names.
-    if let Some(cidr) = k1s_apiserver::service_alloc::Cidr::parse(&config.service_cidr) {
-        sans.push(cidr.first().to_string());
+    if let Some(ip) = k1s_apiserver::service_alloc::service_cidr(&config.service_cidr)
+        .and_then(|c| k1s_apiserver::service_alloc::first_ip(&c))
+    {
+        sans.push(ip.to_string());
     }
     let domain = config.cluster_domain.trim_end_matches('.');
     for name in ["kubernetes", "kubernetes.default", "kubernetes.default.svc"] {

@@ -387,7 +387,7 @@ impl Strategy for NodeStrategy {
             }
         }
         if cidrs.len() > 1 {
-            let v4 = cidrs.iter().filter(|c| formats::parse_cidr(c).is_some_and(|(ip, _)| ip.is_ipv4())).count();
+            let v4 = cidrs.iter().filter(|c| formats::parse_cidr(c).is_some_and(|c| c.is_ipv4())).count();
             if cidrs.len() > 2 || v4 != 1 {
                 errs.push(FieldError::invalid(
                     &cidrs_path,

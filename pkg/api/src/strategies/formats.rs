@@ -4,6 +4,7 @@
 
 use crate::field::{FieldError, Path};
 use crate::meta;
+use crate::net::Cidr;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -125,13 +126,14 @@ pub fn validate_ip(value: &str, path: &Path) -> Vec<FieldError> {
     vec![FieldError::invalid(path, value, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)")]
 }
 
-/// Parses `addr/prefix` into the network address and prefix length.
-pub fn parse_cidr(s: &str) -> Option<(IpAddr, u8)> {
+/// Parses `addr/prefix` with upstream's (legacy-tolerant) address rules.
+pub fn parse_cidr(s: &str) -> Option<Cidr> {
     let (addr, len) = s.split_once('/')?;
     let ip = parse_ip(addr)?;
-    let len: u8 = len.parse().ok()?;
-    let max = if ip.is_ipv4() { 32 } else { 128 };
-    (len <= max).then_some((ip, len))
+    if len.is_empty() || !len.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Cidr::new(ip, len.parse().ok()?)
 }
 
 /// Upstream's `IsValidCIDR` as a field error.
@@ -140,22 +142,6 @@ pub fn validate_cidr(value: &str, path: &Path) -> Vec<FieldError> {
         return Vec::new();
     }
     vec![FieldError::invalid(path, value, "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)")]
-}
-
-/// Whether `inner` lies inside the network `outer` (same family).
-pub fn cidr_contains(outer: (IpAddr, u8), ip: IpAddr) -> bool {
-    let (net, len) = outer;
-    match (net, ip) {
-        (IpAddr::V4(n), IpAddr::V4(i)) => {
-            let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len)) };
-            u32::from(n) & mask == u32::from(i) & mask
-        }
-        (IpAddr::V6(n), IpAddr::V6(i)) => {
-            let mask = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len)) };
-            u128::from(n) & mask == u128::from(i) & mask
-        }
-        _ => false,
-    }
 }
 
 /// Upstream's `ValidateNonSpecialIP` (endpoints, external IPs).
@@ -298,8 +284,8 @@ mod tests {
         assert!(validate_cidr("10.0.0.0/8", &Path::new("c")).is_empty());
         assert_eq!(validate_cidr("10.0.0.0/33", &Path::new("c")).len(), 1);
         let net = parse_cidr("10.0.0.0/8").expect("cidr");
-        assert!(cidr_contains(net, "10.2.3.4".parse().expect("ip")));
-        assert!(!cidr_contains(net, "11.2.3.4".parse().expect("ip")));
+        assert!(net.contains("10.2.3.4".parse().expect("ip")));
+        assert!(!net.contains("11.2.3.4".parse().expect("ip")));
         let errs = validate_non_special_ip("127.0.0.1", &Path::new("ip"));
         assert_eq!(errs[0].detail, "may not be in the loopback range (127.0.0.0/8, ::1/128)");
         assert_eq!(validate_non_special_ip("169.254.1.1", &Path::new("ip")).len(), 1);

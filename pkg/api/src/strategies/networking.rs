@@ -105,8 +105,8 @@ fn validate_peer(peer: &NetworkPolicyPeer, path: &Path) -> Vec<FieldError> {
                         errs.extend(e);
                         continue;
                     }
-                    if let Some((ip, len)) = formats::parse_cidr(ex) {
-                        if !formats::cidr_contains(net, ip) || net.1 >= len {
+                    if let Some(ex_net) = formats::parse_cidr(ex) {
+                        if !net.covers(&ex_net) || net.prefix() >= ex_net.prefix() {
                             errs.push(FieldError::invalid(&ep, ex.as_str(), "must be a strict subset of `cidr`"));
                         }
                     }
