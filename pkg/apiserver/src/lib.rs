@@ -38,9 +38,6 @@ mod virtual_resources;
 mod watch;
 mod webhooks;
 
-// `webhooks/` (owned by another change) still reaches `host_port` as `crate::proxy::host_port`.
-use kubelet_proxy as proxy;
-
 pub use kubelet_proxy::{KubeletClientConfig, KubeletTarget};
 pub use server::{ServeError, TlsMaterial};
 

@@ -185,7 +185,7 @@ impl Webhooks {
             let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
             let sep = if path.contains('?') { '&' } else { '?' };
             return Ok(client::Target {
-                connect: crate::proxy::host_port(&host, port),
+                connect: crate::kubelet_proxy::host_port(&host, port),
                 server_name: host,
                 url: format!("{url}{sep}{timeout}"),
                 path: format!("{path}{sep}{timeout}"),
