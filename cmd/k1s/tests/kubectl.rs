@@ -621,6 +621,26 @@ fn discovery_and_non_resource_paths_are_served_with_a_trailing_slash() {
     assert_eq!(s.curl_anonymous("/version/"), 200, "/version/ is public, as upstream's system:public-info-viewer");
     let (code, _) = s.curl_text("GET", "/apis/nope.example.com/", &[], None);
     assert_eq!(code, 404);
+
+    // Health checks by name answer their own verdict; a name the endpoint lacks is a 404.
+    for (path, want) in [
+        ("/readyz/ping", 200),
+        ("/readyz/etcd", 200),
+        ("/readyz/poststarthook/k1s-bootstrap", 200),
+        ("/livez/etcd", 200),
+        ("/healthz/ping", 200),
+        ("/readyz/nope", 404),
+        ("/livez/poststarthook/k1s-bootstrap", 404),
+    ] {
+        let (code, body) = s.curl_text("GET", path, &[], None);
+        assert_eq!(code, want, "GET {path}: {body}");
+        if want == 200 {
+            assert_eq!(body, "ok", "GET {path}");
+        }
+    }
+    let (code, body) = s.curl_text("GET", "/readyz?verbose", &[], None);
+    assert_eq!(code, 200);
+    assert_eq!(body, "[+]ping ok\n[+]etcd ok\n[+]poststarthook/k1s-bootstrap ok\nreadyz check passed\n");
 }
 
 /// The Deployment controller writes the revision annotation through /status, as upstream's does:

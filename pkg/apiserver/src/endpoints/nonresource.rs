@@ -58,24 +58,43 @@ pub(crate) fn serve(state: &State, method: &Method, path: &str, query: &Query, h
             r
         }
         "/healthz" | "/livez" | "/readyz" => {
-            let ready = state.ready.load(Ordering::Acquire) || path != "/readyz";
             let name = path.trim_start_matches('/');
+            let checks = health_checks(state, path);
+            let healthy = checks.iter().all(|(_, r)| r.is_ok());
+            let listing = || {
+                let mut out = String::new();
+                for (check, result) in &checks {
+                    match result {
+                        Ok(()) => out.push_str(&format!("[+]{check} ok\n")),
+                        Err(why) => out.push_str(&format!("[-]{check} failed: {why}\n")),
+                    }
+                }
+                out
+            };
             if query.has("verbose") {
-                let body = format!(
-                    "[+]ping ok\n[+]etcd ok\n[{}]poststarthook/k1s-bootstrap {}\n{name} check {}\n",
-                    if ready { "+" } else { "-" },
-                    if ready { "ok" } else { "failed: not finished" },
-                    if ready { "passed" } else { "failed" }
-                );
-                text(if ready { StatusCode::OK } else { StatusCode::INTERNAL_SERVER_ERROR }, &body)
-            } else if ready {
+                let verdict = if healthy { "passed" } else { "failed" };
+                let code = if healthy { StatusCode::OK } else { StatusCode::INTERNAL_SERVER_ERROR };
+                text(code, &format!("{}{name} check {verdict}\n", listing()))
+            } else if healthy {
                 text(StatusCode::OK, "ok")
             } else {
-                text(StatusCode::INTERNAL_SERVER_ERROR, "[-]poststarthook/k1s-bootstrap failed: not finished\n")
+                let failed: String =
+                    listing().lines().filter(|l| l.starts_with("[-]")).map(|l| format!("{l}\n")).collect();
+                text(StatusCode::INTERNAL_SERVER_ERROR, &failed)
             }
         }
         p if p.starts_with("/healthz/") || p.starts_with("/livez/") || p.starts_with("/readyz/") => {
-            text(StatusCode::OK, "ok")
+            // One check by name, as upstream's `/readyz/<check>`: its own verdict, 404 for a
+            // name the endpoint does not have.
+            let (endpoint, check) = p[1..].split_once('/').unwrap_or((p, ""));
+            let endpoint = format!("/{endpoint}");
+            match health_checks(state, &endpoint).into_iter().find(|(name, _)| *name == check) {
+                Some((_, Ok(()))) => text(StatusCode::OK, "ok"),
+                Some((_, Err(why))) => {
+                    text(StatusCode::INTERNAL_SERVER_ERROR, &format!("internal server error: {why}\n"))
+                }
+                None => text(StatusCode::NOT_FOUND, "404 page not found\n"),
+            }
         }
         "/api" | "/apis" => {
             let core = path == "/api";
@@ -201,4 +220,17 @@ pub(crate) fn serve(state: &State, method: &Method, path: &str, query: &Query, h
 /// FNV-1a (64-bit), for ETags of small generated documents.
 fn fnv1a(b: &[u8]) -> u64 {
     b.iter().fold(0xcbf29ce484222325u64, |h, x| (h ^ *x as u64).wrapping_mul(0x100000001b3))
+}
+
+/// The checks of `/healthz`, `/livez` or `/readyz`, each with its verdict: the process answers
+/// (`ping`), the store answers a read (`etcd`, upstream's name for its storage check), and for
+/// readiness the bootstrap (default RBAC, the `kubernetes` Service…) has finished.
+fn health_checks(state: &State, endpoint: &str) -> Vec<(&'static str, Result<(), String>)> {
+    let store = state.registry.store.get("/registry/health").map(|_| ()).map_err(|e| e.to_string());
+    let mut checks = vec![("ping", Ok(())), ("etcd", store)];
+    if endpoint == "/readyz" {
+        let bootstrap = if state.ready.load(Ordering::Acquire) { Ok(()) } else { Err("not finished".to_owned()) };
+        checks.push(("poststarthook/k1s-bootstrap", bootstrap));
+    }
+    checks
 }
