@@ -162,6 +162,11 @@ impl Server {
         }
     }
 
+    /// The server process's id (0 when it is not running).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, |c| c.id())
+    }
+
     pub fn logs(&self) -> String {
         std::fs::read_to_string(self.log()).unwrap_or_default()
     }
