@@ -34,6 +34,7 @@ pub mod serviceaccount;
 mod storage_admission;
 mod subresources;
 mod table;
+mod tasks;
 mod virtual_resources;
 mod watch;
 mod webhooks;
@@ -119,7 +120,6 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
             Box::new(webhooks::ValidatingWebhooks(hooks.clone())),
         ],
     };
-    tokio::spawn(hooks.run(cancel.clone()));
     let invalid_cidr = || ServeError::Config(format!("invalid service CIDR {:?}", config.service_cidr));
     let cidr = service_alloc::service_cidr(&config.service_cidr).ok_or_else(invalid_cidr)?;
     let allocator = service_alloc::ServiceAllocator::new(&cidr).ok_or_else(invalid_cidr)?;
@@ -157,16 +157,18 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     tokio::task::spawn_blocking(|| {
         let _ = k1s_api::openapi::get();
     });
-    let task = tokio::spawn(server::serve(listener, tls, state.clone(), cancel.clone()));
-    tokio::spawn(custom_resources::run(registry.clone(), cancel.clone()));
+    let mut tasks = tasks::Tasks::default();
+    tasks.spawn("serving", server::serve(listener, tls, state.clone(), cancel.clone()));
+    tasks.spawn("the admission webhook configuration watcher", hooks.run(cancel.clone()));
+    tasks.spawn("the CustomResourceDefinition reconciler", custom_resources::run(registry.clone(), cancel.clone()));
     bootstrap(&registry).await;
     bootstrap_services(&registry, cidr, config.endpoint_ip, local_addr.port(), config.cluster_dns).await;
     aggregator::autoregister::register_local(&registry).await;
     aggregator::autoregister::publish_authentication(&registry, &config.tls.ca_pem, config.front_proxy.as_ref()).await;
-    tokio::spawn(aggregator.run(registry.clone(), cancel.clone()));
+    tasks.spawn("the APIService reconciler", aggregator.run(registry.clone(), cancel.clone()));
     state.ready.store(true, Ordering::Release);
     tracing::info!(%local_addr, "API server ready");
-    Ok(ApiServer { local_addr, task })
+    Ok(ApiServer { local_addr, task: tokio::spawn(tasks.run(cancel)) })
 }
 
 /// The `kubernetes` Service (first address of the Service CIDR) with endpoints at this node's
