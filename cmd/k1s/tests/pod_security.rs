@@ -84,10 +84,8 @@ fn restricted_namespaces_refuse_privileged_pods_and_workloads_only_warn() {
     assert!(msg.starts_with(r#"pods "ok" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false (container "dbg" must set"#), "{msg}");
 
     // A Deployment whose template violates the level is created, with upstream's warning.
-    let deployment = format!(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: d}}\nspec:\n  selector: {{matchLabels: {{app: d}}}}\n  template:\n    metadata: {{labels: {{app: d}}}}\n    spec:\n      containers:\n      - name: c\n        image: busybox\n        securityContext: {{privileged: true}}\n"
-    );
-    let out = s.kubectl_stdin(&["create", "-n", "locked", "-f", "-"], &deployment);
+    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  selector: {matchLabels: {app: d}}\n  template:\n    metadata: {labels: {app: d}}\n    spec:\n      containers:\n      - name: c\n        image: busybox\n        securityContext: {privileged: true}\n";
+    let out = s.kubectl_stdin(&["create", "-n", "locked", "-f", "-"], deployment);
     assert!(out.status.success(), "{}", stderr(&out));
     let want = format!(r#"Warning: would violate PodSecurity "restricted:latest": {PRIVILEGED_VS_RESTRICTED}"#);
     assert!(stderr(&out).contains(&want), "{}", stderr(&out));
