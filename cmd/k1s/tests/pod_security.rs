@@ -119,7 +119,11 @@ fn warn_labels_warn_and_tightening_enforce_names_the_violating_pods() {
     // The pod stays; new ones like it are now refused.
     s.ok(&["get", "pod", "p", "-n", "warned"]);
     let out = s.kubectl_stdin(&["create", "-n", "warned", "-f", "-"], &privileged_pod("q"));
-    assert!(stderr(&out).contains(r#"pods "q" is forbidden: violates PodSecurity "restricted:latest""#), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(r#"pods "q" is forbidden: violates PodSecurity "restricted:latest""#),
+        "{}",
+        stderr(&out)
+    );
 
     // An invalid level is refused as upstream does (422, the label as the field).
     let out = s.kubectl(&["label", "namespace", "warned", "--overwrite", "pod-security.kubernetes.io/enforce=strict"]);

@@ -61,18 +61,18 @@ impl Audit {
         self.0.push((key, value));
     }
 
-    /// k1s has no audit log: the annotations go to the server's log instead.
+    /// k1s has no audit log: the annotations go to the server's log instead, violations and
+    /// errors at info level, the rest (`enforce-policy`, `exempt`) at debug level.
     fn record(&self, attrs: &Attributes<'_>) {
         for (key, value) in &self.0 {
-            tracing::info!(
-                annotation = format!("pod-security.kubernetes.io/{key}"),
-                value = value.as_str(),
-                resource = attrs.resource.resource,
-                namespace = attrs.namespace.unwrap_or(""),
-                name = attrs.name,
-                user = attrs.user.name.as_str(),
-                "PodSecurity audit annotation"
-            );
+            let annotation = format!("pod-security.kubernetes.io/{key}");
+            let (resource, name, user) = (attrs.resource.resource, attrs.name, attrs.user.name.as_str());
+            let namespace = attrs.namespace.unwrap_or("");
+            if matches!(*key, "audit-violations" | "error") {
+                tracing::info!(annotation, value, resource, namespace, name, user, "PodSecurity audit annotation");
+            } else {
+                tracing::debug!(annotation, value, resource, namespace, name, user, "PodSecurity audit annotation");
+            }
         }
     }
 }
@@ -90,17 +90,39 @@ impl PodSecurity {
         !user.is_empty() && self.config.exemptions.usernames.iter().any(|n| n == user)
     }
 
+    /// Why a request is exempt (upstream's `exempt` audit annotation), if it is.
+    fn exemption(&self, ns: &str, user: &str) -> Option<&'static str> {
+        if self.exempt_namespace(ns) {
+            Some("namespace")
+        } else if self.exempt_user(user) {
+            Some("user")
+        } else {
+            None
+        }
+    }
+
     fn exempt_runtime_class(&self, spec: &Value) -> bool {
         let rc = spec["runtimeClassName"].as_str().unwrap_or("");
         !rc.is_empty() && self.config.exemptions.runtime_classes.iter().any(|n| n == rc)
     }
 
-    /// The stored namespace's labels, as a map (empty without labels).
+    /// The stored namespace's labels (empty without labels). Only the labels are decoded:
+    /// this runs on every pod and workload write.
     fn namespace_labels(&self, ns: &str) -> Result<Map<String, Value>, String> {
+        #[derive(serde::Deserialize)]
+        struct Namespace {
+            #[serde(default)]
+            metadata: Metadata,
+        }
+        #[derive(Default, serde::Deserialize)]
+        struct Metadata {
+            #[serde(default)]
+            labels: Option<Map<String, Value>>,
+        }
         let kv = self.store.get(&format!("/registry/namespaces/{ns}")).map_err(|e| e.to_string())?;
         let kv = kv.ok_or_else(|| format!("namespaces \"{ns}\" not found"))?;
-        let obj: Value = serde_json::from_slice(&kv.value).map_err(|e| e.to_string())?;
-        Ok(labels(&obj).cloned().unwrap_or_default())
+        let parsed: Namespace = serde_json::from_slice(&kv.value).map_err(|e| e.to_string())?;
+        Ok(parsed.metadata.labels.unwrap_or_default())
     }
 
     fn validate_pod(&self, attrs: &Attributes<'_>) -> Result<(), ApiError> {
@@ -108,8 +130,8 @@ impl PodSecurity {
             return Ok(());
         }
         let ns = attrs.namespace.unwrap_or("");
-        if self.exempt_namespace(ns) || self.exempt_user(&attrs.user.name) {
-            tracing::debug!(namespace = ns, name = attrs.name, "PodSecurity: exempt");
+        if let Some(reason) = self.exemption(ns, &attrs.user.name) {
+            Audit(vec![("exempt", reason.into())]).record(attrs);
             return Ok(());
         }
         let labels = self.namespace_labels(ns).map_err(|e| {
@@ -118,6 +140,7 @@ impl PodSecurity {
         })?;
         let (policy, errs) = policy::policy_to_evaluate(Some(&labels), &self.config.defaults);
         if errs.is_empty() && policy.fully_privileged() {
+            Audit(vec![("enforce-policy", policy::LevelVersion::PRIVILEGED_LATEST.to_string())]).record(attrs);
             return Ok(());
         }
         let Some(pod) = attrs.object.as_deref() else { return Ok(()) };
@@ -136,7 +159,8 @@ impl PodSecurity {
             return Ok(());
         }
         let ns = attrs.namespace.unwrap_or("");
-        if self.exempt_namespace(ns) || self.exempt_user(&attrs.user.name) {
+        if let Some(reason) = self.exemption(ns, &attrs.user.name) {
+            Audit(vec![("exempt", reason.into())]).record(attrs);
             return Ok(());
         }
         let labels = match self.namespace_labels(ns) {
@@ -172,6 +196,7 @@ impl PodSecurity {
         enforce: bool,
     ) -> Result<(), ApiError> {
         if self.exempt_runtime_class(spec) {
+            Audit(vec![("exempt", "runtimeClass".into())]).record(attrs);
             return Ok(());
         }
         let mut audit = Audit::default();
@@ -230,11 +255,13 @@ impl PodSecurity {
 /// Upstream's `isSignificantPodUpdate`: only a changed container count, a changed image or an
 /// added or changed ephemeral container is evaluated again.
 fn significant_pod_update(pod: &Value, old: &Value) -> bool {
-    let list = |p: &Value, k: &str| p["spec"][k].as_array().cloned().unwrap_or_default();
+    fn list<'v>(p: &'v Value, k: &str) -> &'v [Value] {
+        p["spec"][k].as_array().map(Vec::as_slice).unwrap_or_default()
+    }
     let image = |c: &Value| c["image"].as_str().unwrap_or("").to_string();
     for k in ["containers", "initContainers"] {
         let (new, old) = (list(pod, k), list(old, k));
-        if new.len() != old.len() || new.iter().zip(&old).any(|(a, b)| image(a) != image(b)) {
+        if new.len() != old.len() || new.iter().zip(old).any(|(a, b)| image(a) != image(b)) {
             return true;
         }
     }
