@@ -173,3 +173,37 @@ fn the_config_file_sets_defaults_and_exemptions() {
     let out = s.kubectl_stdin(&["create", "-n", "tools", "-f", "-"], &privileged_pod("p"));
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// The Deployment only warns; the pods its ReplicaSet then creates are refused, and the
+/// controller reports the refusal as a FailedCreate event.
+#[test]
+fn the_pods_of_a_violating_workload_are_refused() {
+    let s = Server::start_controllers();
+    s.ok(&["create", "namespace", "locked"]);
+    s.ok(&["label", "namespace", "locked", "pod-security.kubernetes.io/enforce=baseline"]);
+    let out = s.kubectl(&["create", "deployment", "d", "-n", "locked", "--image=busybox", "--", "sleep", "1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Without a securityContext the template meets baseline: make it privileged.
+    let patch =
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"busybox","securityContext":{"privileged":true}}]}}}}"#;
+    let out = s.kubectl(&["patch", "deployment", "d", "-n", "locked", "-p", patch]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains(r#"Warning: would violate PodSecurity "baseline:latest": privileged (container "busybox" must not set securityContext.privileged=true)"#), "{}", stderr(&out));
+    let event = common::eventually(std::time::Duration::from_secs(60), "a FailedCreate event", || {
+        let events = s.ok(&[
+            "get",
+            "events",
+            "-n",
+            "locked",
+            "--field-selector",
+            "reason=FailedCreate",
+            "-o",
+            "jsonpath={.items[*].message}",
+        ]);
+        events.contains("privileged").then_some(events)
+    });
+    assert!(event.contains(r#"is forbidden: violates PodSecurity "baseline:latest": privileged (container "busybox" must not set securityContext.privileged=true)"#), "{event}");
+    // Only the first ReplicaSet's compliant pod exists: none is privileged.
+    let privileged = s.ok(&["get", "pods", "-n", "locked", "-o", "jsonpath={..securityContext.privileged}"]);
+    assert!(privileged.trim().is_empty(), "{privileged}");
+}

@@ -45,9 +45,17 @@ pub enum ConfigError {
 }
 
 impl Config {
+    /// Reads the file; a `PodSecurity` plugin entry of an `AdmissionConfiguration` may name
+    /// its configuration's file with `path` (relative to this file's folder) instead.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        let read =
+            |p: &Path| std::fs::read_to_string(p).map_err(|source| ConfigError::Read { path: p.to_path_buf(), source });
+        let text = read(path)?;
+        let doc: Value = serde_saphyr::from_str(&text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        if let Some(nested) = plugin(&doc).and_then(|p| p["path"].as_str()).filter(|p| !p.is_empty()) {
+            let nested = path.parent().unwrap_or(Path::new(".")).join(nested);
+            return Self::from_yaml(&read(&nested)?);
+        }
         Self::from_yaml(&text)
     }
 
@@ -58,13 +66,10 @@ impl Config {
         let kind = doc["kind"].as_str().unwrap_or("");
         let psc = match kind {
             "PodSecurityConfiguration" => &doc,
-            "AdmissionConfiguration" => {
-                let plugins = doc["plugins"].as_array().into_iter().flatten();
-                match plugins.into_iter().find(|p| p["name"] == "PodSecurity") {
-                    Some(p) => &p["configuration"],
-                    None => return Ok(Config::default()),
-                }
-            }
+            "AdmissionConfiguration" => match plugin(&doc) {
+                Some(p) => &p["configuration"],
+                None => return Ok(Config::default()),
+            },
             other => return Err(ConfigError::Kind { kind: other.to_string() }),
         };
         let defaults = &psc["defaults"];
@@ -113,6 +118,14 @@ impl Config {
     }
 }
 
+/// The `PodSecurity` entry of an `AdmissionConfiguration`.
+fn plugin(doc: &Value) -> Option<&Value> {
+    if doc["kind"] != "AdmissionConfiguration" {
+        return None;
+    }
+    doc["plugins"].as_array()?.iter().find(|p| p["name"] == "PodSecurity")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,5 +170,17 @@ plugins:
             r#"PodSecurity configuration: defaults.enforce: Invalid value: "strict": must be one of privileged, baseline, restricted"#
         );
         assert!(Config::from_yaml("kind: Pod\n").is_err());
+    }
+
+    #[test]
+    fn a_plugin_entry_may_name_its_configuration_file() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let admission = dir.path().join("admission.yaml");
+        std::fs::write(&admission, "kind: AdmissionConfiguration\nplugins:\n- name: PodSecurity\n  path: psa.yaml\n")
+            .expect("write");
+        std::fs::write(dir.path().join("psa.yaml"), "kind: PodSecurityConfiguration\ndefaults: {warn: baseline}\n")
+            .expect("write");
+        let c = Config::load(&admission).expect("valid");
+        assert_eq!(c.defaults.warn.level, Level::Baseline);
     }
 }
