@@ -142,57 +142,45 @@ pub fn policy_to_evaluate(labels: Option<&Map<String, Value>>, defaults: &Policy
     let mut p = *defaults;
     let mut errs = Vec::new();
     let Some(labels) = labels.filter(|l| !l.is_empty()) else { return (p, errs) };
-    let label = |k: &str| labels.get(k).map(|v| v.as_str().unwrap_or(""));
-    let mut invalid = |key: &str, value: &str, msg: &str| {
-        errs.push(FieldError::invalid(format!("metadata.labels[{key}]"), value, msg));
-    };
-    let mut has_enforce_level = false;
-    if let Some(v) = label(ENFORCE_LEVEL_LABEL) {
-        p.enforce.level = Level::parse(v).unwrap_or_else(|e| {
-            invalid(ENFORCE_LEVEL_LABEL, v, e);
-            Level::Restricted
-        });
-        has_enforce_level = Level::parse(v).is_ok();
-    }
-    if let Some(v) = label(ENFORCE_VERSION_LABEL) {
-        p.enforce.version = Version::parse(v).unwrap_or_else(|e| {
-            invalid(ENFORCE_VERSION_LABEL, v, e);
-            Version::Latest
-        });
-    }
-    if let Some(v) = label(AUDIT_LEVEL_LABEL) {
-        p.audit.level = Level::parse(v).unwrap_or_else(|e| {
-            invalid(AUDIT_LEVEL_LABEL, v, e);
-            Level::Privileged
-        });
-    }
-    if let Some(v) = label(AUDIT_VERSION_LABEL) {
-        p.audit.version = Version::parse(v).unwrap_or_else(|e| {
-            invalid(AUDIT_VERSION_LABEL, v, e);
-            Version::Latest
-        });
-    }
-    let has_warn_level = label(WARN_LEVEL_LABEL).is_some();
-    if let Some(v) = label(WARN_LEVEL_LABEL) {
-        p.warn.level = Level::parse(v).unwrap_or_else(|e| {
-            invalid(WARN_LEVEL_LABEL, v, e);
-            Level::Privileged
-        });
-    }
-    let has_warn_version = label(WARN_VERSION_LABEL).is_some();
-    if let Some(v) = label(WARN_VERSION_LABEL) {
-        p.warn.version = Version::parse(v).unwrap_or_else(|e| {
-            invalid(WARN_VERSION_LABEL, v, e);
-            Version::Latest
-        });
-    }
-    if !has_warn_level && has_enforce_level && p.enforce.level > p.warn.level {
+    let e = &mut errs;
+    let enforce_level =
+        apply_label(labels, ENFORCE_LEVEL_LABEL, Level::parse, Level::Restricted, &mut p.enforce.level, e);
+    apply_label(labels, ENFORCE_VERSION_LABEL, Version::parse, Version::Latest, &mut p.enforce.version, e);
+    apply_label(labels, AUDIT_LEVEL_LABEL, Level::parse, Level::Privileged, &mut p.audit.level, e);
+    apply_label(labels, AUDIT_VERSION_LABEL, Version::parse, Version::Latest, &mut p.audit.version, e);
+    let warn_level = apply_label(labels, WARN_LEVEL_LABEL, Level::parse, Level::Privileged, &mut p.warn.level, e);
+    let warn_version = apply_label(labels, WARN_VERSION_LABEL, Version::parse, Version::Latest, &mut p.warn.version, e);
+    if warn_level.is_none() && enforce_level == Some(true) && p.enforce.level > p.warn.level {
         p.warn.level = p.enforce.level;
-        if !has_warn_version {
+        if warn_version.is_none() {
             p.warn.version = p.enforce.version;
         }
     }
     (p, errs)
+}
+
+/// Sets `into` from the label `key` if present: its value, or `fallback` and an error when it
+/// does not parse. `None`: no such label; `Some(valid)` otherwise.
+fn apply_label<T>(
+    labels: &Map<String, Value>,
+    key: &str,
+    parse: fn(&str) -> Result<T, &'static str>,
+    fallback: T,
+    into: &mut T,
+    errs: &mut Vec<FieldError>,
+) -> Option<bool> {
+    let value = labels.get(key)?.as_str().unwrap_or("");
+    match parse(value) {
+        Ok(v) => {
+            *into = v;
+            Some(true)
+        }
+        Err(msg) => {
+            errs.push(FieldError::invalid(format!("metadata.labels[{key}]"), value, msg));
+            *into = fallback;
+            Some(false)
+        }
+    }
 }
 
 #[cfg(test)]
