@@ -24,6 +24,7 @@ mod metrics_api;
 mod monitoring;
 mod object;
 mod pod_admission;
+pub mod pod_security;
 pub mod rbac;
 pub mod registry;
 pub mod request;
@@ -75,6 +76,8 @@ pub struct Config {
     /// The front proxy's CA and client certificate, for aggregated API servers. `None` proxies
     /// to them without a client certificate (they then cannot trust the identity headers).
     pub front_proxy: Option<aggregator::FrontProxyConfig>,
+    /// PodSecurity admission's defaults and exemptions.
+    pub pod_security: pod_security::Config,
 }
 
 /// A running API server.
@@ -116,6 +119,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         ],
         validating: vec![
             Box::new(lifecycle::NamespaceLifecycle { store: config.store.clone() }),
+            Box::new(pod_security::PodSecurity::new(config.store.clone(), config.pod_security.clone())),
             Box::new(rbac::EscalationCheck { rbac: rbac.clone(), authz: authz.clone() }),
             Box::new(webhooks::ValidatingWebhooks(hooks.clone())),
         ],
