@@ -2,7 +2,7 @@
 //! what the kind's strategy plans (graceful deletion, finalizers of its own, the phase it shows
 //! while it waits); an object nothing holds goes at once.
 
-use super::{Ctx, DeleteOptions, ListOptions, Registry, MAX_RETRIES};
+use super::{Ctx, DeleteOptions, ListOptions, Registry, WriteOutcome, MAX_RETRIES};
 use crate::admission::Operation;
 use crate::error::{from_store, ApiError};
 use crate::object::{self, meta_mut};
@@ -16,125 +16,128 @@ impl Registry {
     /// Delete one object, honouring preconditions, finalizers, the kind's delete plan and
     /// propagation policy. Returns the object as it was deleted or as it now waits.
     pub async fn delete(&self, ctx: &mut Ctx<'_>, name: &str, opts: &DeleteOptions) -> Result<Value, ApiError> {
-        let info = ctx.info;
         for _ in 0..MAX_RETRIES {
-            let (old, old_kv) = self.get_kv(info, ctx.namespace, name)?;
-            if let Some(uid) = &opts.precondition_uid {
-                if object::meta_str(&old, "uid") != Some(uid.as_str()) {
-                    return Err(ApiError::conflict(
-                        info.group,
-                        info.resource,
-                        name,
-                        &format!(
-                            "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                            object::meta_str(&old, "uid").unwrap_or("")
-                        ),
-                    ));
-                }
-            }
-            if let Some(rv) = &opts.precondition_rv {
-                if *rv != old_kv.mod_revision.to_string() {
-                    return Err(ApiError::conflict(
-                        info.group,
-                        info.resource,
-                        name,
-                        &format!(
-                            "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                            old_kv.mod_revision
-                        ),
-                    ));
-                }
-            }
-            let ns = object::namespace(&old).map(str::to_string);
-            self.validate_admission(ctx, Operation::Delete, name, ns.as_deref(), None, Some(&old)).await?;
-            let mut new = old.clone();
-            let mut finalizers = object::finalizers(&old);
-            match opts.propagation_policy.as_deref() {
-                Some("Foreground") if !finalizers.iter().any(|f| f == "foregroundDeletion") => {
-                    finalizers.retain(|f| f != "orphan");
-                    finalizers.push("foregroundDeletion".into())
-                }
-                Some("Orphan") if !finalizers.iter().any(|f| f == "orphan") => {
-                    finalizers.retain(|f| f != "foregroundDeletion");
-                    finalizers.push("orphan".into())
-                }
-                Some("Background") => finalizers.retain(|f| f != "orphan" && f != "foregroundDeletion"),
-                Some("Foreground") | Some("Orphan") | None => {}
-                Some(other) => {
-                    return Err(ApiError::invalid(
-                        "meta.k8s.io",
-                        "DeleteOptions",
-                        "",
-                        &[FieldError::not_supported(
-                            "propagationPolicy",
-                            other,
-                            &["Foreground", "Background", "Orphan"],
-                        )],
-                    ))
-                }
-            }
-            let plan = info.strategy.on_delete(&old, opts);
-            for f in &plan.finalizers {
-                if !finalizers.iter().any(|have| have == f) {
-                    finalizers.push(f.to_string());
-                }
-            }
-            if let Some(Grace::Start(grace)) = plan.grace {
-                let md = meta_mut(&mut new);
-                md.insert("deletionTimestamp".into(), json!(object::timestamp_after(grace)));
-                md.insert("deletionGracePeriodSeconds".into(), json!(grace));
-            }
-            let graceful = plan.grace.is_some();
-            if let Some(phase) = plan.status_phase {
-                new["status"]["phase"] = json!(phase);
-            }
-            let must_wait = graceful || !finalizers.is_empty() || info.strategy.deletion_held(&new);
-            if !must_wait {
-                if ctx.dry_run {
-                    return Ok(old);
-                }
-                return match self.store.delete(&old_kv.key, Some(old_kv.mod_revision)).await {
-                    Ok(_) => {
-                        if let Some(a) = self.allocators.get(&(info.group, info.resource)) {
-                            a.release_object(&old);
-                        }
-                        Ok(old)
-                    }
-                    Err(StoreError::Conflict { .. }) => continue,
-                    Err(e) => Err(from_store(e, info, name)),
-                };
-            }
-            {
-                let md = meta_mut(&mut new);
-                if !object::is_deleting(&old) {
-                    if !graceful {
-                        md.insert("deletionTimestamp".into(), json!(object::now_rfc3339()));
-                        md.insert("deletionGracePeriodSeconds".into(), json!(0));
-                    }
-                    if info.strategy.tracks_generation() {
-                        let g = md.get("generation").and_then(Value::as_i64).unwrap_or(0);
-                        md.insert("generation".into(), json!(g + 1));
-                    }
-                }
-                if finalizers.is_empty() {
-                    md.remove("finalizers");
-                } else {
-                    md.insert("finalizers".into(), json!(finalizers));
-                }
-            }
-            if object::same_content(&new, &old) || ctx.dry_run {
-                return Ok(new);
-            }
-            match self.store.update(&old_kv.key, Self::storage_bytes(info, &new)?, Some(old_kv.mod_revision)).await {
-                Ok(kv) => {
-                    object::set_resource_version(&mut new, kv.mod_revision);
-                    return Ok(new);
-                }
-                Err(StoreError::Conflict { .. }) => continue,
-                Err(e) => return Err(from_store(e, info, name)),
+            if let WriteOutcome::Written(obj) = self.delete_once(ctx, name, opts).await? {
+                return Ok(obj);
             }
         }
-        Err(ApiError::stale(info.group, info.resource, name))
+        Err(ApiError::stale(ctx.info.group, ctx.info.resource, name))
+    }
+
+    /// One attempt at [`Self::delete`] against the object as read now.
+    async fn delete_once(&self, ctx: &mut Ctx<'_>, name: &str, opts: &DeleteOptions) -> Result<WriteOutcome, ApiError> {
+        let info = ctx.info;
+        let (old, old_kv) = self.get_kv(info, ctx.namespace, name)?;
+        if let Some(uid) = &opts.precondition_uid {
+            if object::meta_str(&old, "uid") != Some(uid.as_str()) {
+                return Err(ApiError::conflict(
+                    info.group,
+                    info.resource,
+                    name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        object::meta_str(&old, "uid").unwrap_or("")
+                    ),
+                ));
+            }
+        }
+        if let Some(rv) = &opts.precondition_rv {
+            if *rv != old_kv.mod_revision.to_string() {
+                return Err(ApiError::conflict(
+                    info.group,
+                    info.resource,
+                    name,
+                    &format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                        old_kv.mod_revision
+                    ),
+                ));
+            }
+        }
+        let ns = object::namespace(&old).map(str::to_string);
+        self.validate_admission(ctx, Operation::Delete, name, ns.as_deref(), None, Some(&old)).await?;
+        let mut new = old.clone();
+        let mut finalizers = object::finalizers(&old);
+        match opts.propagation_policy.as_deref() {
+            Some("Foreground") if !finalizers.iter().any(|f| f == "foregroundDeletion") => {
+                finalizers.retain(|f| f != "orphan");
+                finalizers.push("foregroundDeletion".into())
+            }
+            Some("Orphan") if !finalizers.iter().any(|f| f == "orphan") => {
+                finalizers.retain(|f| f != "foregroundDeletion");
+                finalizers.push("orphan".into())
+            }
+            Some("Background") => finalizers.retain(|f| f != "orphan" && f != "foregroundDeletion"),
+            Some("Foreground") | Some("Orphan") | None => {}
+            Some(other) => {
+                return Err(ApiError::invalid(
+                    "meta.k8s.io",
+                    "DeleteOptions",
+                    "",
+                    &[FieldError::not_supported("propagationPolicy", other, &["Foreground", "Background", "Orphan"])],
+                ))
+            }
+        }
+        let plan = info.strategy.on_delete(&old, opts);
+        for f in &plan.finalizers {
+            if !finalizers.iter().any(|have| have == f) {
+                finalizers.push(f.to_string());
+            }
+        }
+        if let Some(Grace::Start(grace)) = plan.grace {
+            let md = meta_mut(&mut new);
+            md.insert("deletionTimestamp".into(), json!(object::timestamp_after(grace)));
+            md.insert("deletionGracePeriodSeconds".into(), json!(grace));
+        }
+        let graceful = plan.grace.is_some();
+        if let Some(phase) = plan.status_phase {
+            new["status"]["phase"] = json!(phase);
+        }
+        let must_wait = graceful || !finalizers.is_empty() || info.strategy.deletion_held(&new);
+        if !must_wait {
+            if ctx.dry_run {
+                return Ok(WriteOutcome::Written(old));
+            }
+            return match self.store.delete(&old_kv.key, Some(old_kv.mod_revision)).await {
+                Ok(_) => {
+                    if let Some(a) = self.allocators.get(&(info.group, info.resource)) {
+                        a.release_object(&old);
+                    }
+                    Ok(WriteOutcome::Written(old))
+                }
+                Err(StoreError::Conflict { .. }) => Ok(WriteOutcome::Conflict),
+                Err(e) => Err(from_store(e, info, name)),
+            };
+        }
+        {
+            let md = meta_mut(&mut new);
+            if !object::is_deleting(&old) {
+                if !graceful {
+                    md.insert("deletionTimestamp".into(), json!(object::now_rfc3339()));
+                    md.insert("deletionGracePeriodSeconds".into(), json!(0));
+                }
+                if info.strategy.tracks_generation() {
+                    let g = md.get("generation").and_then(Value::as_i64).unwrap_or(0);
+                    md.insert("generation".into(), json!(g + 1));
+                }
+            }
+            if finalizers.is_empty() {
+                md.remove("finalizers");
+            } else {
+                md.insert("finalizers".into(), json!(finalizers));
+            }
+        }
+        if object::same_content(&new, &old) || ctx.dry_run {
+            return Ok(WriteOutcome::Written(new));
+        }
+        match self.store.update(&old_kv.key, Self::storage_bytes(info, &new)?, Some(old_kv.mod_revision)).await {
+            Ok(kv) => {
+                object::set_resource_version(&mut new, kv.mod_revision);
+                Ok(WriteOutcome::Written(new))
+            }
+            Err(StoreError::Conflict { .. }) => Ok(WriteOutcome::Conflict),
+            Err(e) => Err(from_store(e, info, name)),
+        }
     }
 
     /// Deletes every object matching the list options; returns those deleted or now deleting.
