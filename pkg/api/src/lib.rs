@@ -16,6 +16,7 @@ pub mod net;
 pub mod openapi;
 pub mod printers;
 pub mod protobuf;
+pub mod quota;
 pub mod resources;
 pub mod selectors;
 pub mod storage;
