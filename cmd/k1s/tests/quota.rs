@@ -58,10 +58,7 @@ fn a_third_pod_over_a_pods_quota_of_two_is_refused_and_a_deleted_pod_frees_its_s
     let names = server.ok(&["get", "pods", "-n", "q1", "-o", "name"]);
     assert_eq!(names.lines().count(), 2, "{names}");
     let described = server.ok(&["describe", "quota", "q", "-n", "q1"]);
-    assert!(
-        described.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["pods", "2", "2"]),
-        "{described}"
-    );
+    assert!(described.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["pods", "2", "2"]), "{described}");
     server.ok(&["delete", "pod", "p1", "-n", "q1", "--grace-period=0", "--force"]);
     eventually(Duration::from_secs(10), "the deleted pod's slot", || {
         (used(&server, "q1", "pods").as_deref() == Some("1")).then_some(())
@@ -76,8 +73,7 @@ fn a_pod_without_cpu_requests_is_refused_under_a_requests_cpu_quota() {
     quota(&server, "q2", "    requests.cpu: \"1\"");
     let refused = run(&server, "q2", "nocpu", &[]);
     assert!(
-        stderr(&refused)
-            .contains("pods \"nocpu\" is forbidden: failed quota: q: must specify requests.cpu for: nocpu"),
+        stderr(&refused).contains("pods \"nocpu\" is forbidden: failed quota: q: must specify requests.cpu for: nocpu"),
         "{}",
         stderr(&refused)
     );
@@ -141,12 +137,48 @@ fn a_limit_range_defaults_container_resources_and_refuses_a_pod_over_max() {
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: big\n  namespace: lr\nspec:\n  containers:\n  - name: c\n    image: busybox\n    resources:\n      limits:\n        cpu: \"2\"\n",
     );
     assert!(
-        stderr(&big).contains(
-            "Error from server (Forbidden): pods \"big\" is forbidden: maximum cpu usage per Container is 1, but limit is 2"
-        ),
+        stderr(&big).starts_with("Error from server (Forbidden)")
+            && stderr(&big).contains("pods \"big\" is forbidden: maximum cpu usage per Container is 1, but limit is 2"),
         "{}",
         stderr(&big)
     );
     let names = server.ok(&["get", "pods", "-n", "lr", "-o", "name"]);
     assert_eq!(names.trim(), "pod/d");
+}
+
+#[test]
+fn a_best_effort_scoped_quota_counts_only_best_effort_pods_and_node_ports_are_counted() {
+    let server = Server::start_controllers();
+    server.ok(&["create", "namespace", "q4"]);
+    server.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: ResourceQuota\nmetadata:\n  name: q\n  namespace: q4\nspec:\n  hard:\n    pods: \"1\"\n  scopes: [BestEffort]\n---\napiVersion: v1\nkind: ResourceQuota\nmetadata:\n  name: svc\n  namespace: q4\nspec:\n  hard:\n    services.nodeports: \"1\"\n",
+    );
+    eventually(Duration::from_secs(20), "quota status", || {
+        let q = server.json(&["get", "resourcequota", "-n", "q4"]);
+        let items = q["items"].as_array().cloned().unwrap_or_default();
+        (items.len() == 2 && items.iter().all(|i| i.pointer("/status/used").is_some())).then_some(())
+    });
+    assert!(run(&server, "q4", "be1", &[]).status.success());
+    let refused = run(&server, "q4", "be2", &[]);
+    assert!(
+        stderr(&refused).contains("exceeded quota: q, requested: pods=1, used: pods=1, limited: pods=1"),
+        "{}",
+        stderr(&refused)
+    );
+    let burstable = server.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: burst\n  namespace: q4\nspec:\n  containers:\n  - name: c\n    image: busybox\n    resources:\n      requests:\n        cpu: 100m\n",
+    );
+    assert!(burstable.status.success(), "{}", stderr(&burstable));
+    server.ok(&["create", "service", "nodeport", "np1", "--tcp=80:80", "-n", "q4"]);
+    let second = server.kubectl(&["create", "service", "nodeport", "np2", "--tcp=80:80", "-n", "q4"]);
+    assert!(
+        stderr(&second).contains(
+            "services \"np2\" is forbidden: exceeded quota: svc, requested: services.nodeports=1, used: services.nodeports=1, limited: services.nodeports=1"
+        ),
+        "{}",
+        stderr(&second)
+    );
+    server.ok(&["create", "service", "clusterip", "cip", "--tcp=80:80", "-n", "q4"]);
 }

@@ -196,7 +196,9 @@ pub fn validate_claim(lr: &Value, pvc: &Value) -> Vec<String> {
     let req = parse_list(pvc.pointer("/spec/resources/requests"));
     for item in items(lr, "PersistentVolumeClaim") {
         for (k, v) in item.get("min").and_then(Value::as_object).into_iter().flatten() {
-            errs.extend(v.as_str().and_then(|v| min_constraint("PersistentVolumeClaim", k, v, &req, &ResourceList::new())));
+            errs.extend(
+                v.as_str().and_then(|v| min_constraint("PersistentVolumeClaim", k, v, &req, &ResourceList::new())),
+            );
         }
         for (k, v) in item.get("max").and_then(Value::as_object).into_iter().flatten() {
             errs.extend(v.as_str().and_then(|v| max_request_constraint("PersistentVolumeClaim", k, v, &req)));
@@ -280,7 +282,7 @@ mod tests {
     fn range() -> Value {
         json!({"spec": {"limits": [{"type": "Container",
             "default": {"cpu": "500m", "memory": "128Mi"}, "defaultRequest": {"cpu": "100m", "memory": "64Mi"},
-            "max": {"cpu": "1"}, "min": {"cpu": "50m"}, "maxLimitRequestRatio": {"cpu": "4"}}]}})
+            "max": {"cpu": "1"}, "min": {"cpu": "50m"}, "maxLimitRequestRatio": {"cpu": "5"}}]}})
     }
 
     #[test]
@@ -306,7 +308,7 @@ mod tests {
             validate_pod(&range(), &pod),
             vec![
                 "maximum cpu usage per Container is 1, but limit is 2".to_string(),
-                "cpu max limit to request ratio per Container is 4, but provided ratio is 20.000000".to_string(),
+                "cpu max limit to request ratio per Container is 5, but provided ratio is 20.000000".to_string(),
             ]
         );
         let lr = json!({"spec": {"limits": [{"type": "PersistentVolumeClaim", "max": {"storage": "1Gi"}}]}});

@@ -100,12 +100,8 @@ impl Quotas {
         }
         let mut objects = BTreeMap::new();
         for q in &list.items {
-            let hard: ResourceList = q
-                .spec
-                .as_ref()
-                .and_then(|s| s.hard.as_ref())
-                .map(quota::from_api)
-                .unwrap_or_default();
+            let hard: ResourceList =
+                q.spec.as_ref().and_then(|s| s.hard.as_ref()).map(quota::from_api).unwrap_or_default();
             for e in evaluators(&hard) {
                 let key = (e.group.clone(), e.resource.clone());
                 if objects.contains_key(&key) {
@@ -128,10 +124,8 @@ impl Quotas {
             let status = status_of(&obj, &objects, now);
             let current = obj.get("status").cloned().unwrap_or(Value::Null);
             let same = |f: &str| {
-                quota::equals(
-                    &quota::parse_list(current.get(f)),
-                    &quota::parse_list(status.get(f)),
-                ) && current.get(f).is_some()
+                quota::equals(&quota::parse_list(current.get(f)), &quota::parse_list(status.get(f)))
+                    && current.get(f).is_some()
             };
             if same("hard") && same("used") {
                 continue;
@@ -164,7 +158,12 @@ impl Quotas {
     }
 
     /// Queues the namespace of a counted object that went away or whose usage changed.
-    async fn watch_objects(self: Arc<Self>, eval: Evaluator, ar: ApiResource, cancel: tokio_util::sync::CancellationToken) {
+    async fn watch_objects(
+        self: Arc<Self>,
+        eval: Evaluator,
+        ar: ApiResource,
+        cancel: tokio_util::sync::CancellationToken,
+    ) {
         let api = Api::<DynamicObject>::all_with(self.client.clone(), &ar);
         let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
         loop {
@@ -257,12 +256,8 @@ pub async fn run(ctx: Arc<Context>) {
             }
         };
         let ns = quota.metadata.namespace.clone().unwrap_or_default();
-        let hard: ResourceList = quota
-            .spec
-            .as_ref()
-            .and_then(|s| s.hard.as_ref())
-            .map(quota::from_api)
-            .unwrap_or_default();
+        let hard: ResourceList =
+            quota.spec.as_ref().and_then(|s| s.hard.as_ref()).map(quota::from_api).unwrap_or_default();
         q.watch_resources_of(&hard, &ctx.cancel);
         namespaces.insert(ns.clone());
         if needs_recount(&quota) {

@@ -158,9 +158,8 @@ fn qos_compute(list: &ResourceList) -> bool {
 
 /// Whether the pod's QoS class is BestEffort: no cpu or memory request or limit anywhere.
 pub fn is_best_effort(pod: &Value) -> bool {
-    let pod_level = ["requests", "limits"]
-        .iter()
-        .any(|w| qos_compute(&parse_list(pod.pointer(&format!("/spec/resources/{w}")))));
+    let pod_level =
+        ["requests", "limits"].iter().any(|w| qos_compute(&parse_list(pod.pointer(&format!("/spec/resources/{w}")))));
     let any_container = ["containers", "initContainers"].iter().any(|f| {
         containers(pod, f).any(|c| qos_compute(&resources(c, "requests")) || qos_compute(&resources(c, "limits")))
     });
@@ -224,8 +223,7 @@ pub fn matches_scope(sel: &ScopeSelector, pod: &Value) -> bool {
 /// memory makes mandatory, the containers that do not name it. `Err` carries the message
 /// (`must specify limits.cpu for: c; requests.memory for: c,d`).
 pub fn constraints(required: &[String], pod: &Value) -> Result<(), String> {
-    let required: BTreeSet<&str> =
-        required.iter().map(String::as_str).filter(|r| VALIDATION_SET.contains(r)).collect();
+    let required: BTreeSet<&str> = required.iter().map(String::as_str).filter(|r| VALIDATION_SET.contains(r)).collect();
     let mut missing: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     for c in containers(pod, "containers").chain(containers(pod, "initContainers")) {
         let usage = compute_usage(&resources(c, "requests"), &resources(c, "limits"));
@@ -288,7 +286,8 @@ mod tests {
 
     #[test]
     fn constraints_name_the_missing_resource_and_containers() {
-        let pod = json!({"spec": {"containers": [{"name": "c"}, {"name": "d", "resources": {"requests": {"cpu": "1"}}}]}});
+        let pod =
+            json!({"spec": {"containers": [{"name": "c"}, {"name": "d", "resources": {"requests": {"cpu": "1"}}}]}});
         assert_eq!(
             constraints(&["requests.cpu".into(), "pods".into()], &pod),
             Err("must specify requests.cpu for: c".to_string())

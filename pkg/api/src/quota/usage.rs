@@ -23,7 +23,9 @@ enum Kind {
     Services,
     Claims,
     /// Object count only; `legacy` is the resource's pre-`count/` quota name, if any.
-    Count { legacy: bool },
+    Count {
+        legacy: bool,
+    },
 }
 
 /// Measures the quota usage of one group-resource.
@@ -80,7 +82,8 @@ impl Evaluator {
     pub fn handles(&self, op: Operation, subresource: Option<&str>) -> bool {
         match self.kind {
             Kind::Pods => subresource.is_none() && op == Operation::Create,
-            Kind::Services | Kind::Claims => subresource.is_none(),
+            // A type change or a resize is charged; through `/status` it is never refused.
+            Kind::Services | Kind::Claims => subresource.is_none() || subresource == Some("status"),
             Kind::Count { .. } => subresource.is_none() && op == Operation::Create,
         }
     }
@@ -189,8 +192,10 @@ fn claim_class(pvc: &Value) -> String {
 }
 
 fn claim_usage(pvc: &Value) -> ResourceList {
-    let mut out =
-        ResourceList::from([("persistentvolumeclaims".to_string(), one()), ("count/persistentvolumeclaims".into(), one())]);
+    let mut out = ResourceList::from([
+        ("persistentvolumeclaims".to_string(), one()),
+        ("count/persistentvolumeclaims".into(), one()),
+    ]);
     let class = claim_class(pvc);
     if !class.is_empty() {
         out.insert(format!("{class}{STORAGE_CLASS_SUFFIX}persistentvolumeclaims"), one());

@@ -123,7 +123,13 @@ mod tests {
     }
 
     fn create(obj: &Value) -> Request<'_> {
-        Request { operation: Operation::Create, object: obj, old_object: None, status: false, now: jiff::Timestamp::UNIX_EPOCH }
+        Request {
+            operation: Operation::Create,
+            object: obj,
+            old_object: None,
+            status: false,
+            now: jiff::Timestamp::UNIX_EPOCH,
+        }
     }
 
     #[test]
@@ -132,7 +138,7 @@ mod tests {
         let q = [doc("q", json!({"pods": "2"}), json!({"pods": "2"}), json!({}))];
         let pod = json!({"spec": {"containers": [{"name": "c"}]}});
         assert_eq!(
-            check_request(&q, &pods, &create(&pod)).unwrap_err(),
+            check_request(&q, &pods, &create(&pod)).expect_err("refused"),
             "exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2"
         );
         let q = [doc("q", json!({"pods": "2"}), json!({"pods": "1"}), json!({}))];
@@ -146,12 +152,12 @@ mod tests {
         let pod = json!({"spec": {"containers": [{"name": "c"}]}});
         let unknown = [doc("q", json!({"pods": "2"}), json!({}), json!({}))];
         assert_eq!(
-            check_request(&unknown, &pods, &create(&pod)).unwrap_err(),
+            check_request(&unknown, &pods, &create(&pod)).expect_err("refused"),
             "status unknown for quota: q, resources: pods"
         );
         let cpu = [doc("q", json!({"requests.cpu": "1"}), json!({"requests.cpu": "0"}), json!({}))];
         assert_eq!(
-            check_request(&cpu, &pods, &create(&pod)).unwrap_err(),
+            check_request(&cpu, &pods, &create(&pod)).expect_err("refused"),
             "failed quota: q: must specify requests.cpu for: c"
         );
     }
