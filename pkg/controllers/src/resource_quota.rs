@@ -31,16 +31,23 @@ pub enum QuotaError {
     Status { namespace: String, name: String, source: kube::Error },
 }
 
-/// The served resource behind an evaluator, for listing and watching it.
-fn api_resource(group: &str, resource: &str) -> Option<ApiResource> {
-    let info = k1s_api::resources::all().iter().find(|r| r.group == group && r.resource == resource)?;
-    Some(ApiResource {
-        group: info.group.to_string(),
-        version: info.version.to_string(),
-        api_version: info.api_version(),
-        kind: info.kind.to_string(),
-        plural: info.resource.to_string(),
-    })
+/// The served resource behind an evaluator, for listing and watching it: a built-in from the
+/// resource table, else a custom resource found by discovery.
+async fn api_resource(client: &kube::Client, group: &str, resource: &str) -> Option<ApiResource> {
+    if let Some(info) = k1s_api::resources::all().iter().find(|r| r.group == group && r.resource == resource) {
+        return Some(ApiResource {
+            group: info.group.to_string(),
+            version: info.version.to_string(),
+            api_version: info.api_version(),
+            kind: info.kind.to_string(),
+            plural: info.resource.to_string(),
+        });
+    }
+    if group.is_empty() {
+        return None;
+    }
+    let served = kube::discovery::group(client, group).await.ok()?;
+    served.recommended_resources().into_iter().map(|(ar, _)| ar).find(|ar| ar.plural == resource)
 }
 
 /// The evaluators of the resources `hard` names.
@@ -107,7 +114,7 @@ impl Quotas {
                 if objects.contains_key(&key) {
                     continue;
                 }
-                let Some(ar) = api_resource(&e.group, &e.resource) else { continue };
+                let Some(ar) = api_resource(&self.client, &e.group, &e.resource).await else { continue };
                 let dynamic = Api::<DynamicObject>::namespaced_with(self.client.clone(), namespace, &ar);
                 let items = dynamic.list(&ListParams::default()).await.map_err(|source| QuotaError::List {
                     what: e.resource.clone(),
@@ -152,18 +159,17 @@ impl Quotas {
             if !self.watched.lock().unwrap_or_else(|p| p.into_inner()).insert(key) {
                 continue;
             }
-            let Some(ar) = api_resource(&e.group, &e.resource) else { continue };
-            tokio::spawn(self.clone().watch_objects(e, ar, cancel.clone()));
+            tokio::spawn(self.clone().watch_objects(e, cancel.clone()));
         }
     }
 
     /// Queues the namespace of a counted object that went away or whose usage changed.
-    async fn watch_objects(
-        self: Arc<Self>,
-        eval: Evaluator,
-        ar: ApiResource,
-        cancel: tokio_util::sync::CancellationToken,
-    ) {
+    async fn watch_objects(self: Arc<Self>, eval: Evaluator, cancel: tokio_util::sync::CancellationToken) {
+        let Some(ar) = api_resource(&self.client, &eval.group, &eval.resource).await else {
+            // Not served (yet): a later quota event tries again.
+            self.watched.lock().unwrap_or_else(|p| p.into_inner()).remove(&(eval.group.clone(), eval.resource.clone()));
+            return;
+        };
         let api = Api::<DynamicObject>::all_with(self.client.clone(), &ar);
         let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
         loop {
