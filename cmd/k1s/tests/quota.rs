@@ -28,7 +28,9 @@ fn quota(server: &Server, ns: &str, hard: &str) {
 
 fn used(server: &Server, ns: &str, resource: &str) -> Option<String> {
     let q = server.json(&["get", "resourcequota", "q", "-n", ns]);
-    q.pointer(&format!("/status/used/{resource}")).and_then(|v| v.as_str()).map(str::to_string)
+    q.pointer(&format!("/status/used/{}", resource.replace('~', "~0").replace('/', "~1")))
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
 }
 
 fn run(server: &Server, ns: &str, name: &str, extra: &[&str]) -> std::process::Output {
@@ -181,4 +183,31 @@ fn a_best_effort_scoped_quota_counts_only_best_effort_pods_and_node_ports_are_co
         stderr(&second)
     );
     server.ok(&["create", "service", "clusterip", "cip", "--tcp=80:80", "-n", "q4"]);
+}
+
+#[test]
+fn an_object_count_quota_limits_custom_resources_and_releases_deleted_ones() {
+    let server = Server::start_controllers();
+    server.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: gadgets.example.com\nspec:\n  group: example.com\n  scope: Namespaced\n  names: {plural: gadgets, singular: gadget, kind: Gadget}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}\n",
+    );
+    server.ok(&["wait", "--for=condition=Established", "crd/gadgets.example.com", "--timeout=30s"]);
+    quota(&server, "q5", "    count/gadgets.example.com: \"1\"");
+    let gadget =
+        |name: &str| format!("apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: {name}\n  namespace: q5\n");
+    server.ok_stdin(&["create", "-f", "-"], &gadget("g1"));
+    let refused = server.kubectl_stdin(&["create", "-f", "-"], &gadget("g2"));
+    assert!(
+        stderr(&refused).contains(
+            "gadgets.example.com \"g2\" is forbidden: exceeded quota: q, requested: count/gadgets.example.com=1, used: count/gadgets.example.com=1, limited: count/gadgets.example.com=1"
+        ),
+        "{}",
+        stderr(&refused)
+    );
+    server.ok(&["delete", "gadget", "g1", "-n", "q5"]);
+    eventually(Duration::from_secs(10), "the deleted gadget's slot", || {
+        (used(&server, "q5", "count/gadgets.example.com").as_deref() == Some("0")).then_some(())
+    });
+    server.ok_stdin(&["create", "-f", "-"], &gadget("g2"));
 }
