@@ -193,7 +193,7 @@ fn rules_survive_exit_and_uninstall_removes_only_k1s_networking() {
     assert!(foreign.expect("nft").success());
     s.stop();
     assert!(nft_table().contains(&cluster_ip), "rules must stay after the server exits");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_k1s")).arg("uninstall").output().expect("k1s uninstall");
+    let out = std::process::Command::new(common::k1s_bin()).arg("uninstall").output().expect("k1s uninstall");
     assert!(out.status.success(), "k1s uninstall: {}", String::from_utf8_lossy(&out.stderr));
     let listed = std::process::Command::new("nft").args(["list", "tables"]).output().expect("nft");
     let tables = String::from_utf8_lossy(&listed.stdout).to_string();

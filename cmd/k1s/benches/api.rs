@@ -21,10 +21,11 @@
 //! writes per synced batch and the mean batch commit (from the server's `/metrics`, and the
 //! store's own counters) show how well group commit batched them.
 
+#[path = "support/h2client.rs"]
+mod h2client;
+
 use bytes::Bytes;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use std::path::Path;
+use h2client::{connect, cpu_time, exchange, post_json, rss_kib, tls_config, Conn};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,59 +34,6 @@ const CLIENTS: usize = 32;
 /// Creates to send; `K1S_BENCH_CREATES` overrides it (more gives steadier numbers).
 fn total() -> usize {
     std::env::var("K1S_BENCH_CREATES").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000)
-}
-
-/// CPU time (user + system) a process has used so far, from /proc/<pid>/stat.
-fn cpu_time(pid: &str) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The fields after the parenthesised command name; utime and stime are the 12th and 13th.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<u64> = rest.split_whitespace().skip(11).take(2).filter_map(|v| v.parse().ok()).collect();
-    let ticks = f.iter().sum::<u64>();
-    // USER_HZ is 100 on Linux.
-    Duration::from_millis(ticks * 10)
-}
-
-fn tls_config(tls: &Path) -> rustls::ClientConfig {
-    let read = |f: &str| std::fs::read(tls.join(f)).expect("read pem");
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(&read("server-ca.crt")) {
-        roots.add(c.expect("ca")).expect("add ca");
-    }
-    let chain: Vec<CertificateDer<'static>> =
-        CertificateDer::pem_slice_iter(&read("client-admin.crt")).collect::<Result<_, _>>().expect("cert");
-    let key = PrivateKeyDer::from_pem_slice(&read("client-admin.key")).expect("key");
-    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_client_auth_cert(chain, key)
-        .expect("client cert");
-    cfg.alpn_protocols = vec![b"h2".to_vec()];
-    cfg
-}
-
-async fn connect(port: u16, cfg: Arc<rustls::ClientConfig>) -> Conn {
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
-    tcp.set_nodelay(true).expect("nodelay");
-    let tls = tokio_rustls::TlsConnector::from(cfg)
-        .connect(ServerName::try_from("127.0.0.1").expect("name"), tcp)
-        .await
-        .expect("tls");
-    let (send, conn) = h2::client::handshake(tls).await.expect("h2 handshake");
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    send
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 fn main() {
@@ -206,16 +154,8 @@ struct Counters {
 }
 
 async fn store_counters(conn: &Conn) -> Counters {
-    let mut send = conn.clone().ready().await.expect("ready");
     let head = http::Request::get("https://127.0.0.1/metrics").body(()).expect("request");
-    let (reply, _) = send.send_request(head, true).expect("send");
-    let mut body = reply.await.expect("reply").into_body();
-    let mut text = Vec::new();
-    while let Some(chunk) = body.data().await {
-        let chunk = chunk.expect("metrics body");
-        text.extend_from_slice(&chunk);
-        body.flow_control().release_capacity(chunk.len()).expect("flow control");
-    }
+    let (_, text) = exchange(conn, head, Bytes::new()).await;
     let text = String::from_utf8_lossy(&text);
     let value = |name: &str| {
         text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok()).unwrap_or(0.0)
@@ -236,8 +176,6 @@ fn print_batching(what: &str, before: Counters, after: Counters) {
         (after.commit_seconds - before.commit_seconds) * 1e6 / commits as f64
     );
 }
-
-type Conn = h2::client::SendRequest<Bytes>;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Phase {
@@ -285,26 +223,15 @@ fn run(rt: &tokio::runtime::Runtime, conns: &[Conn], server_pid: &str, total: us
         let start = Instant::now();
         let mut tasks = Vec::new();
         for c in 0..CLIENTS {
-            let mut send = conns[c % conns.len()].clone();
+            let conn = conns[c % conns.len()].clone();
             tasks.push(tokio::spawn(async move {
                 let mut lat = Vec::new();
                 let mut bytes = 0;
                 for i in 0..share(total, c) {
                     let (head, body) = request(phase, c, i);
                     let t = Instant::now();
-                    send = send.ready().await.expect("ready");
-                    let (reply, mut stream) = send.send_request(head, body.is_empty()).expect("send");
-                    if !body.is_empty() {
-                        stream.send_data(body, true).expect("send body");
-                    }
-                    let reply = reply.await.expect("reply");
-                    let status = reply.status();
-                    let mut body = reply.into_body();
-                    while let Some(chunk) = body.data().await {
-                        let chunk = chunk.expect("reply body");
-                        bytes += chunk.len();
-                        body.flow_control().release_capacity(chunk.len()).expect("flow control");
-                    }
+                    let (status, reply) = exchange(&conn, head, body).await;
+                    bytes += reply.len();
                     let want = if phase == Phase::Version { 200 } else { 201 };
                     assert_eq!(status, want, "request failed");
                     lat.push(t.elapsed());
@@ -341,12 +268,8 @@ fn request(phase: Phase, client: usize, i: usize) -> (http::Request<()>, Bytes) 
         "v".repeat(256)
     );
     let path = match phase {
-        Phase::DryRunCreate => "https://127.0.0.1/api/v1/namespaces/default/configmaps?dryRun=All",
-        _ => "https://127.0.0.1/api/v1/namespaces/default/configmaps",
+        Phase::DryRunCreate => "/api/v1/namespaces/default/configmaps?dryRun=All",
+        _ => "/api/v1/namespaces/default/configmaps",
     };
-    let head = http::Request::post(path)
-        .header("content-type", "application/json")
-        .header("accept", "application/json")
-        .header("content-length", body.len());
-    (head.body(()).expect("request"), Bytes::from(body))
+    post_json(path, body)
 }

@@ -2,6 +2,7 @@
 //! time for the same pod (RunPodSandbox + CreateContainer + StartContainer through pkg/cri),
 //! on one node with real containerd: `cargo bench -p k1s --bench pod_start` (root; the local
 //! registry and test images are set up by hack/registry.sh and hack/images.sh).
+//! `K1S_BENCH_BIN` runs another build's server (to compare two commits).
 
 #[path = "../tests/common/mod.rs"]
 mod common;

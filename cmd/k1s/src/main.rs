@@ -112,6 +112,9 @@ struct ServerArgs {
     /// (listener) Interval of watch bookmarks.
     #[arg(long, env = "K1S_BOOKMARK_INTERVAL", default_value = "60s", value_parser = humantime::parse_duration, hide = true)]
     bookmark_interval: Duration,
+    /// (cluster) Path to the PodSecurity admission configuration file (defaults and exemptions).
+    #[arg(long, env = "K1S_POD_SECURITY_ADMISSION_CONFIG_FILE")]
+    pod_security_admission_config_file: Option<PathBuf>,
     /// (logging) Turn on debug logs.
     #[arg(long, env = "K1S_DEBUG")]
     debug: bool,
@@ -218,6 +221,7 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
         },
         compaction_interval: a.compaction_interval,
         bookmark_interval: a.bookmark_interval,
+        pod_security_admission_config_file: a.pod_security_admission_config_file,
     })
 }
 

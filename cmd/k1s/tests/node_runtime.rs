@@ -74,7 +74,7 @@ fn a_kubelet_that_stops_stops_the_server_with_a_non_zero_exit() {
     let port = taken.local_addr().expect("addr").port();
     std::fs::write(dir.path().join("config.yaml"), "").expect("config");
     let log = std::fs::File::create(dir.path().join("server.log")).expect("log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_k1s"))
+    let mut child = Command::new(common::k1s_bin())
         .arg("server")
         .arg(format!("--container-runtime-endpoint={endpoint}"))
         .arg("--disable=proxy,dns")

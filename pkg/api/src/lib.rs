@@ -13,6 +13,7 @@ pub mod field;
 pub mod meta;
 pub mod metrics;
 pub mod net;
+pub mod node_affinity;
 pub mod openapi;
 pub mod printers;
 pub mod protobuf;

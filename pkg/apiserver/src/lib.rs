@@ -25,6 +25,7 @@ mod metrics_api;
 mod monitoring;
 mod object;
 mod pod_admission;
+pub mod pod_security;
 mod quota;
 pub mod rbac;
 pub mod registry;
@@ -36,6 +37,7 @@ pub mod serviceaccount;
 mod storage_admission;
 mod subresources;
 mod table;
+mod tasks;
 mod virtual_resources;
 mod watch;
 mod webhooks;
@@ -76,6 +78,8 @@ pub struct Config {
     /// The front proxy's CA and client certificate, for aggregated API servers. `None` proxies
     /// to them without a client certificate (they then cannot trust the identity headers).
     pub front_proxy: Option<aggregator::FrontProxyConfig>,
+    /// PodSecurity admission's defaults and exemptions.
+    pub pod_security: pod_security::Config,
 }
 
 /// A running API server.
@@ -119,12 +123,12 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         validating: vec![
             Box::new(lifecycle::NamespaceLifecycle { store: config.store.clone() }),
             Box::new(limit_ranger::LimitRanger { store: config.store.clone() }),
+            Box::new(pod_security::PodSecurity::new(config.store.clone(), config.pod_security.clone())),
             Box::new(rbac::EscalationCheck { rbac: rbac.clone(), authz: authz.clone() }),
             Box::new(webhooks::ValidatingWebhooks(hooks.clone())),
             Box::new(quota::ResourceQuotaAdmission::new(config.store.clone())),
         ],
     };
-    tokio::spawn(hooks.run(cancel.clone()));
     let invalid_cidr = || ServeError::Config(format!("invalid service CIDR {:?}", config.service_cidr));
     let cidr = service_alloc::service_cidr(&config.service_cidr).ok_or_else(invalid_cidr)?;
     let allocator = service_alloc::ServiceAllocator::new(&cidr).ok_or_else(invalid_cidr)?;
@@ -162,16 +166,18 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     tokio::task::spawn_blocking(|| {
         let _ = k1s_api::openapi::get();
     });
-    let task = tokio::spawn(server::serve(listener, tls, state.clone(), cancel.clone()));
-    tokio::spawn(custom_resources::run(registry.clone(), cancel.clone()));
+    let mut tasks = tasks::Tasks::default();
+    tasks.spawn("serving", server::serve(listener, tls, state.clone(), cancel.clone()));
+    tasks.spawn("the admission webhook configuration watcher", hooks.run(cancel.clone()));
+    tasks.spawn("the CustomResourceDefinition reconciler", custom_resources::run(registry.clone(), cancel.clone()));
     bootstrap(&registry).await;
     bootstrap_services(&registry, cidr, config.endpoint_ip, local_addr.port(), config.cluster_dns).await;
     aggregator::autoregister::register_local(&registry).await;
     aggregator::autoregister::publish_authentication(&registry, &config.tls.ca_pem, config.front_proxy.as_ref()).await;
-    tokio::spawn(aggregator.run(registry.clone(), cancel.clone()));
+    tasks.spawn("the APIService reconciler", aggregator.run(registry.clone(), cancel.clone()));
     state.ready.store(true, Ordering::Release);
     tracing::info!(%local_addr, "API server ready");
-    Ok(ApiServer { local_addr, task })
+    Ok(ApiServer { local_addr, task: tokio::spawn(tasks.run(cancel)) })
 }
 
 /// The `kubernetes` Service (first address of the Service CIDR) with endpoints at this node's

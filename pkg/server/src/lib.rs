@@ -53,6 +53,9 @@ pub struct Config {
     /// How often the store's event log is compacted (everything older than one interval goes).
     pub compaction_interval: Duration,
     pub bookmark_interval: Duration,
+    /// `PodSecurityConfiguration` (or an `AdmissionConfiguration` holding one); `None`: the
+    /// defaults (privileged, `kube-system` exempt).
+    pub pod_security_admission_config_file: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +74,8 @@ pub enum ServerError {
     Proxy(#[source] k1s_proxy::ConfigError),
     #[error("starting the node agent: {0}")]
     Agent(#[from] agent::AgentError),
+    #[error("loading the PodSecurity admission configuration: {0}")]
+    PodSecurity(k1s_apiserver::pod_security::ConfigError),
     #[error("{component} stopped while the server was running; exiting rather than serving half-alive")]
     ComponentStopped { component: &'static str },
 }
@@ -193,6 +198,10 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     let kubelet_client =
         pki.client("kube-apiserver-kubelet-client", "kube-apiserver-kubelet-client", &["system:masters"])?;
     let front_proxy = pki.front_proxy()?;
+    let pod_security = match &config.pod_security_admission_config_file {
+        Some(path) => k1s_apiserver::pod_security::Config::load(path).map_err(ServerError::PodSecurity)?,
+        None => k1s_apiserver::pod_security::Config::default(),
+    };
     let api = k1s_apiserver::start(
         k1s_apiserver::Config {
             listen: SocketAddr::new(config.bind_address, config.https_listen_port),
@@ -221,6 +230,7 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
                 client_cert_pem: front_proxy.client.cert_pem.clone(),
                 client_key_pem: front_proxy.client.key_pem.clone(),
             }),
+            pod_security,
         },
         cancel.clone(),
     )

@@ -11,6 +11,12 @@ pub fn kubectl_bin() -> String {
     std::env::var("KUBECTL").unwrap_or_else(|_| "/usr/bin/kubectl".into())
 }
 
+/// The `k1s` binary under test: this build's, or `K1S_BENCH_BIN` (a benchmark comparing the
+/// server of another commit).
+pub fn k1s_bin() -> String {
+    std::env::var("K1S_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_k1s").to_string())
+}
+
 pub struct Server {
     pub dir: tempfile::TempDir,
     child: Option<Child>,
@@ -116,7 +122,7 @@ impl Server {
     fn spawn(&mut self) {
         let _ = std::fs::remove_file(self.kubeconfig());
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log()).expect("log");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_k1s"));
+        let mut cmd = Command::new(k1s_bin());
         cmd.arg("server");
         if self.agent {
             cmd.arg("--pause-image=127.0.0.1:5000/pause:3.10")
@@ -160,6 +166,11 @@ impl Server {
             assert!(Instant::now() < deadline, "k1s did not become ready:\n{}", self.logs());
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// The server process's id (0 when it is not running).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, |c| c.id())
     }
 
     pub fn logs(&self) -> String {

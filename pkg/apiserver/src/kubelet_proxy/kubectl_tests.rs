@@ -432,6 +432,7 @@ async fn cluster() -> Option<Cluster> {
                 key_pem: client.key_pem,
             }),
             front_proxy: None,
+            pod_security: Default::default(),
         },
         cancel.clone(),
     )

@@ -7,6 +7,7 @@
 use crate::deployment::util::scaled_value;
 use crate::workloads::{owner, pods};
 use jiff::Timestamp;
+use k1s_api::node_affinity::{node_matches_pod, tolerates};
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{
     Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodTemplateSpec, Taint,
@@ -32,71 +33,9 @@ pub enum Step {
     },
 }
 
-fn req_matches(r: &NodeSelectorRequirement, value: Option<&str>) -> bool {
-    let values = r.values.clone().unwrap_or_default();
-    match r.operator.as_str() {
-        "In" => value.is_some_and(|v| values.iter().any(|x| x == v)),
-        "NotIn" => value.is_none_or(|v| !values.iter().any(|x| x == v)),
-        "Exists" => value.is_some(),
-        "DoesNotExist" => value.is_none(),
-        "Gt" | "Lt" => {
-            let (Some(v), Some(bound)) =
-                (value.and_then(|v| v.parse::<i64>().ok()), values.first().and_then(|b| b.parse::<i64>().ok()))
-            else {
-                return false;
-            };
-            if r.operator == "Gt" {
-                v > bound
-            } else {
-                v < bound
-            }
-        }
-        _ => false,
-    }
-}
-
-fn term_matches(t: &NodeSelectorTerm, node: &Node) -> bool {
-    let exprs = t.match_expressions.clone().unwrap_or_default();
-    let fields = t.match_fields.clone().unwrap_or_default();
-    if exprs.is_empty() && fields.is_empty() {
-        return false;
-    }
-    let labels = node.metadata.labels.clone().unwrap_or_default();
-    exprs.iter().all(|r| req_matches(r, labels.get(&r.key).map(String::as_str)))
-        && fields.iter().all(|r| r.key == "metadata.name" && req_matches(r, node.metadata.name.as_deref()))
-}
-
 /// Node selector and required node affinity (`fitsNodeAffinity`).
 pub fn fits_node_affinity(pod: &Pod, node: &Node) -> bool {
-    let spec = pod.spec.clone().unwrap_or_default();
-    let labels = node.metadata.labels.clone().unwrap_or_default();
-    if !spec.node_selector.unwrap_or_default().iter().all(|(k, v)| labels.get(k) == Some(v)) {
-        return false;
-    }
-    match spec
-        .affinity
-        .and_then(|a| a.node_affinity)
-        .and_then(|n| n.required_during_scheduling_ignored_during_execution)
-    {
-        None => true,
-        Some(sel) => sel.node_selector_terms.iter().any(|t| term_matches(t, node)),
-    }
-}
-
-/// `ToleratesTaint`.
-pub fn tolerates(t: &Toleration, taint: &Taint) -> bool {
-    if t.effect.as_deref().is_some_and(|e| !e.is_empty() && e != taint.effect) {
-        return false;
-    }
-    let key = t.key.as_deref().unwrap_or_default();
-    if !key.is_empty() && key != taint.key {
-        return false;
-    }
-    match t.operator.as_deref().unwrap_or("Equal") {
-        "Exists" => true,
-        "Equal" | "" => t.value.as_deref().unwrap_or_default() == taint.value.as_deref().unwrap_or_default(),
-        _ => false,
-    }
+    pod.spec.as_ref().is_none_or(|spec| node_matches_pod(spec, node))
 }
 
 fn untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration], effects: &[&str]) -> Option<&'a Taint> {
