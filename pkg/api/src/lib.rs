@@ -17,6 +17,7 @@ pub mod node_affinity;
 pub mod openapi;
 pub mod printers;
 pub mod protobuf;
+pub mod quota;
 pub mod resources;
 pub mod selectors;
 pub mod storage;

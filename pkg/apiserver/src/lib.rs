@@ -20,11 +20,13 @@ pub mod error;
 mod handler;
 mod kubelet_proxy;
 mod lifecycle;
+mod limit_ranger;
 mod metrics_api;
 mod monitoring;
 mod object;
 mod pod_admission;
 pub mod pod_security;
+mod quota;
 pub mod rbac;
 pub mod registry;
 pub mod request;
@@ -110,6 +112,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     let hooks = webhooks::Webhooks::new(config.store.clone());
     let chain = admission::Chain {
         mutating: vec![
+            Box::new(limit_ranger::LimitRanger { store: config.store.clone() }),
             Box::new(serviceaccount::admission::ServiceAccountAdmission { objects: objects.clone() }),
             Box::new(pod_admission::DefaultTolerationSeconds),
             Box::new(pod_admission::Priority { store: config.store.clone() }),
@@ -119,9 +122,11 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         ],
         validating: vec![
             Box::new(lifecycle::NamespaceLifecycle { store: config.store.clone() }),
+            Box::new(limit_ranger::LimitRanger { store: config.store.clone() }),
             Box::new(pod_security::PodSecurity::new(config.store.clone(), config.pod_security.clone())),
             Box::new(rbac::EscalationCheck { rbac: rbac.clone(), authz: authz.clone() }),
             Box::new(webhooks::ValidatingWebhooks(hooks.clone())),
+            Box::new(quota::ResourceQuotaAdmission::new(config.store.clone())),
         ],
     };
     let invalid_cidr = || ServeError::Config(format!("invalid service CIDR {:?}", config.service_cidr));

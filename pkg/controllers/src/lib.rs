@@ -20,6 +20,7 @@ pub mod namespace;
 pub mod node_lifecycle;
 pub mod persistent_volume;
 pub mod replicaset;
+pub mod resource_quota;
 pub mod service_account;
 pub mod statefulset;
 pub mod workloads;
@@ -36,7 +37,7 @@ pub struct Context {
 type Start = fn(Arc<Context>) -> futures::future::BoxFuture<'static, ()>;
 
 /// Every controller by the name `--disable` knows it by (upstream's `--controllers` names).
-fn all() -> [(&'static str, Start); 15] {
+fn all() -> [(&'static str, Start); 16] {
     [
         ("namespace", |c| Box::pin(namespace::run(c))),
         ("serviceaccount", |c| Box::pin(service_account::run(c))),
@@ -53,6 +54,7 @@ fn all() -> [(&'static str, Start); 15] {
         ("disruption", |c| Box::pin(disruption::run(c))),
         ("clusterrole-aggregation", |c| Box::pin(clusterrole_aggregation::run(c))),
         ("persistentvolume-binder", |c| Box::pin(persistent_volume::run(c))),
+        ("resourcequota", |c| Box::pin(resource_quota::run(c))),
     ]
 }
 

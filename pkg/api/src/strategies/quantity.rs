@@ -161,9 +161,26 @@ impl Quantity {
         self.nanos % NANO == 0
     }
 
-    /// The sum, keeping this quantity's format (upstream's `Add`).
+    /// The sum, keeping this quantity's format, or the other's when this one is zero
+    /// (upstream's `Add`).
     pub fn add(&self, other: &Quantity) -> Quantity {
-        Quantity { nanos: self.nanos.saturating_add(other.nanos), format: self.format }
+        let format = if self.nanos == 0 { other.format } else { self.format };
+        Quantity { nanos: self.nanos.saturating_add(other.nanos), format }
+    }
+
+    /// The difference, keeping this quantity's format (upstream's `Sub`).
+    pub fn sub(&self, other: &Quantity) -> Quantity {
+        Quantity { nanos: self.nanos.saturating_sub(other.nanos), format: self.format }
+    }
+
+    /// The value in milli units, rounded up (upstream's `MilliValue`).
+    pub fn milli_ceil(&self) -> i128 {
+        let q = self.nanos.div_euclid(1_000_000);
+        if self.nanos.rem_euclid(1_000_000) != 0 {
+            q + 1
+        } else {
+            q
+        }
     }
 
     /// Rounds up to milli units, as upstream's `SetDefaults_ResourceList`.
