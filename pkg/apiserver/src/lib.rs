@@ -24,6 +24,7 @@ mod metrics_api;
 mod monitoring;
 mod object;
 mod pod_admission;
+mod policy;
 pub mod rbac;
 pub mod registry;
 pub mod request;
@@ -104,6 +105,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     let authz: Arc<dyn auth::Authorizer> =
         Arc::new(auth::UnionAuthorizer(vec![Box::new(auth::BuiltinAuthorizer), Box::new(rbac.clone())]));
     let hooks = webhooks::Webhooks::new(config.store.clone());
+    let policies = policy::Policies::new(config.store.clone());
     let chain = admission::Chain {
         mutating: vec![
             Box::new(serviceaccount::admission::ServiceAccountAdmission { objects: objects.clone() }),
@@ -116,10 +118,12 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         validating: vec![
             Box::new(lifecycle::NamespaceLifecycle { store: config.store.clone() }),
             Box::new(rbac::EscalationCheck { rbac: rbac.clone(), authz: authz.clone() }),
+            Box::new(policy::ValidatingAdmissionPolicy(policies.clone())),
             Box::new(webhooks::ValidatingWebhooks(hooks.clone())),
         ],
     };
     tokio::spawn(hooks.run(cancel.clone()));
+    tokio::spawn(policies.clone().run(cancel.clone()));
     let invalid_cidr = || ServeError::Config(format!("invalid service CIDR {:?}", config.service_cidr));
     let cidr = service_alloc::service_cidr(&config.service_cidr).ok_or_else(invalid_cidr)?;
     let allocator = service_alloc::ServiceAllocator::new(&cidr).ok_or_else(invalid_cidr)?;
@@ -159,6 +163,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     });
     let task = tokio::spawn(server::serve(listener, tls, state.clone(), cancel.clone()));
     tokio::spawn(custom_resources::run(registry.clone(), cancel.clone()));
+    tokio::spawn(policy::status::run(policies, registry.clone(), cancel.clone()));
     bootstrap(&registry).await;
     bootstrap_services(&registry, cidr, config.endpoint_ip, local_addr.port(), config.cluster_dns).await;
     aggregator::autoregister::register_local(&registry).await;

@@ -1,0 +1,299 @@
+//! A ValidatingAdmissionPolicy compiled (each expression once per generation) and evaluated
+//! against one request and one parameter object, as upstream's `validator.Validate`:
+//! `matchConditions` first (any false skips the policy; errors follow `failurePolicy`), then
+//! every validation (false denies with `messageExpression`, `message` or the expression as the
+//! message and `reason`, Invalid unless given), then `auditAnnotations`. `variables` are
+//! evaluated lazily, once per evaluation, when an expression names them.
+
+use super::expr::{self, Program};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+
+/// Upstream's `MaxEvaluatedMessageExpressionSizeBytes`.
+const MAX_MESSAGE_BYTES: usize = 5 * 1024;
+
+/// One expression with the outcome of its compilation.
+pub struct Compiled {
+    pub source: String,
+    pub program: Result<Program, String>,
+}
+
+impl Compiled {
+    pub fn new(source: &str) -> Compiled {
+        Compiled { source: source.to_string(), program: expr::compile(source) }
+    }
+}
+
+pub struct Validation {
+    pub expression: Compiled,
+    pub message: Option<String>,
+    pub message_expression: Option<Compiled>,
+    pub reason: Option<String>,
+}
+
+/// A policy ready to evaluate.
+pub struct Policy {
+    pub name: String,
+    pub uid: String,
+    pub generation: i64,
+    pub spec: Value,
+    pub fail_open: bool,
+    pub match_conditions: Vec<(String, Compiled)>,
+    pub variables: Vec<(String, Compiled)>,
+    pub validations: Vec<Validation>,
+    pub audit_annotations: Vec<(String, Compiled)>,
+}
+
+fn text(v: &Value, k: &str) -> Option<String> {
+    v.get(k).and_then(Value::as_str).map(str::to_string)
+}
+
+fn list<'a>(v: &'a Value, k: &str) -> &'a [Value] {
+    v.get(k).and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
+}
+
+impl Policy {
+    /// Compiles every expression of `obj` (a ValidatingAdmissionPolicy).
+    pub fn compile(obj: &Value) -> Policy {
+        let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+        let named = |k: &str, field: &str| -> Vec<(String, Compiled)> {
+            list(&spec, k)
+                .iter()
+                .map(|c| (text(c, field).unwrap_or_default(), Compiled::new(&text(c, "expression").unwrap_or_default())))
+                .collect()
+        };
+        let validations = list(&spec, "validations")
+            .iter()
+            .map(|v| Validation {
+                expression: Compiled::new(&text(v, "expression").unwrap_or_default()),
+                message: text(v, "message"),
+                message_expression: text(v, "messageExpression").filter(|s| !s.is_empty()).map(|s| Compiled::new(&s)),
+                reason: text(v, "reason").filter(|s| !s.is_empty()),
+            })
+            .collect();
+        let audit_annotations = list(&spec, "auditAnnotations")
+            .iter()
+            .map(|a| (text(a, "key").unwrap_or_default(), Compiled::new(&text(a, "valueExpression").unwrap_or_default())))
+            .collect();
+        Policy {
+            name: obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string(),
+            uid: obj.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_string(),
+            generation: obj.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0),
+            fail_open: spec.get("failurePolicy").and_then(Value::as_str) == Some("Ignore"),
+            match_conditions: named("matchConditions", "name"),
+            variables: named("variables", "name"),
+            validations,
+            audit_annotations,
+            spec,
+        }
+    }
+
+    /// Every expression with its field path, for status and errors.
+    pub fn expressions(&self) -> Vec<(String, &Compiled)> {
+        let mut all = Vec::new();
+        for (i, (_, c)) in self.match_conditions.iter().enumerate() {
+            all.push((format!("spec.matchConditions[{i}].expression"), c));
+        }
+        for (i, (_, c)) in self.variables.iter().enumerate() {
+            all.push((format!("spec.variables[{i}].expression"), c));
+        }
+        for (i, v) in self.validations.iter().enumerate() {
+            all.push((format!("spec.validations[{i}].expression"), &v.expression));
+            if let Some(m) = &v.message_expression {
+                all.push((format!("spec.validations[{i}].messageExpression"), m));
+            }
+        }
+        for (i, (_, c)) in self.audit_annotations.iter().enumerate() {
+            all.push((format!("spec.auditAnnotations[{i}].valueExpression"), c));
+        }
+        all
+    }
+
+    /// Evaluates the policy against the request in `vars` (without `variables`).
+    pub fn evaluate(&self, vars: Map<String, Value>) -> Outcome {
+        let mut ctx = Eval { vars, variables: &self.variables, values: HashMap::new() };
+        let error_decision = |message: String| Decision { deny: !self.fail_open, message, reason: None, error: true };
+        let mut errors = Vec::new();
+        for (_, c) in &self.match_conditions {
+            match ctx.eval(c) {
+                Ok(Value::Bool(false)) => return Outcome::default(),
+                Ok(_) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        if !errors.is_empty() {
+            if self.fail_open {
+                return Outcome::default();
+            }
+            return Outcome { decisions: vec![error_decision(aggregate(&errors))], ..Outcome::default() };
+        }
+        let mut out = Outcome::default();
+        for v in &self.validations {
+            let decision = match ctx.eval(&v.expression) {
+                Err(e) => error_decision(e),
+                Ok(Value::Bool(true)) => Decision { deny: false, message: String::new(), reason: None, error: false },
+                Ok(_) => Decision { deny: true, message: self.message(&mut ctx, v), reason: v.reason.clone(), error: false },
+            };
+            out.decisions.push(decision);
+        }
+        for (key, c) in &self.audit_annotations {
+            match ctx.eval(c) {
+                Err(e) if !self.fail_open => out.annotation_errors.push(e),
+                Err(_) | Ok(Value::Null) => {}
+                Ok(Value::String(s)) if s.trim().is_empty() => {}
+                Ok(Value::String(s)) => out.annotations.push((key.clone(), s.trim().to_string())),
+                Ok(other) => {
+                    let message = format!(
+                        "valueExpression '{}' resulted in unsupported return type: {}. Return type must be either string or null.",
+                        c.source,
+                        type_name(&other)
+                    );
+                    out.annotation_errors.push(message);
+                }
+            }
+        }
+        out
+    }
+
+    /// A failed validation's message: its `messageExpression` when that gives a usable
+    /// string, else its `message`, else the expression.
+    fn message(&self, ctx: &mut Eval<'_>, v: &Validation) -> String {
+        if let Some(m) = &v.message_expression {
+            match ctx.eval(m) {
+                Ok(Value::String(s)) => {
+                    let s = s.trim();
+                    if !s.is_empty() && s.len() <= MAX_MESSAGE_BYTES && !s.contains('\n') {
+                        return s.to_string();
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => tracing::debug!(policy = %self.name, error = %e, "messageExpression failed"),
+            }
+        }
+        match v.message.as_deref().map(str::trim).filter(|m| !m.is_empty()) {
+            Some(m) => m.to_string(),
+            None => format!("failed expression: {}", v.expression.source.trim()),
+        }
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null_type",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "double",
+        Value::Number(_) => "int",
+        Value::String(_) => "string",
+        Value::Array(_) => "list",
+        Value::Object(_) => "map",
+    }
+}
+
+/// Upstream's `utilerrors.NewAggregate(..).Error()`.
+fn aggregate(errors: &[String]) -> String {
+    match errors {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    }
+}
+
+/// What one evaluation decided: each validation's verdict (and errors), and the audit
+/// annotations to publish.
+#[derive(Default, Debug)]
+pub struct Outcome {
+    pub decisions: Vec<Decision>,
+    pub annotations: Vec<(String, String)>,
+    /// Audit annotations that failed (under `Fail`): these deny whatever the actions.
+    pub annotation_errors: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub deny: bool,
+    pub message: String,
+    /// `None`: Invalid.
+    pub reason: Option<String>,
+    /// The decision comes from an error rather than a false validation.
+    pub error: bool,
+}
+
+/// One evaluation's variables: the request's values and the `variables` computed so far.
+struct Eval<'p> {
+    vars: Map<String, Value>,
+    variables: &'p [(String, Compiled)],
+    values: HashMap<String, Option<Result<Value, String>>>,
+}
+
+/// The names `source` reads as `variables.<name>`; `None` when it reaches `variables` some
+/// other way (then all are computed).
+fn referenced(source: &str) -> Option<Vec<&str>> {
+    let mut names = Vec::new();
+    let mut rest = source;
+    while let Some(i) = rest.find("variables") {
+        let before = source.len() - rest.len() + i;
+        let prev = source[..before].chars().next_back();
+        rest = &rest[i + "variables".len()..];
+        if prev.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.') {
+            continue;
+        }
+        let Some(after) = rest.trim_start().strip_prefix('.') else { return None };
+        let after = after.trim_start();
+        let end = after.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(after.len());
+        names.push(&after[..end]);
+    }
+    Some(names)
+}
+
+impl Eval<'_> {
+    fn eval(&mut self, c: &Compiled) -> Result<Value, String> {
+        let program = c.program.as_ref().map_err(|e| format!("compilation error: {e}"))?;
+        let wanted: Vec<String> = match referenced(&c.source) {
+            Some(names) => names.into_iter().map(str::to_string).collect(),
+            None => self.variables.iter().map(|(n, _)| n.clone()).collect(),
+        };
+        let mut variables = Map::new();
+        for name in wanted {
+            if let Some(v) = self.variable(&name)? {
+                variables.insert(name, v);
+            }
+        }
+        self.vars.insert("variables".into(), Value::Object(variables));
+        let result = program.eval(&self.vars);
+        self.vars.remove("variables");
+        result.map_err(|e| format!("expression '{}' resulted in error: {e}", c.source))
+    }
+
+    /// The value of variable `name` (`None` when the policy has no such variable).
+    fn variable(&mut self, name: &str) -> Result<Option<Value>, String> {
+        match self.values.get(name) {
+            Some(Some(r)) => return r.clone().map(Some),
+            Some(None) => return Err(format!("variable \"{name}\" refers to itself")),
+            None => {}
+        }
+        let variables = self.variables;
+        let Some((_, c)) = variables.iter().find(|(n, _)| n == name) else { return Ok(None) };
+        self.values.insert(name.to_string(), None);
+        let r = self.eval(c);
+        self.values.insert(name.to_string(), Some(r.clone()));
+        r.map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variable_references_are_found_in_expressions() {
+        assert_eq!(referenced("variables.a > 1 && variables.b_2.size() == 0"), Some(vec!["a", "b_2"]));
+        assert_eq!(referenced("object.spec.replicas < 5"), Some(vec![]));
+        assert_eq!(referenced("myvariables.x == 1"), Some(vec![]));
+        assert_eq!(referenced("variables['a']"), None);
+    }
+
+    #[test]
+    fn errors_aggregate_as_upstream() {
+        assert_eq!(aggregate(&["a".into()]), "a");
+        assert_eq!(aggregate(&["a".into(), "b".into()]), "[a, b]");
+    }
+}
