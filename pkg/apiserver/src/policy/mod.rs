@@ -31,6 +31,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use matching::Matched;
 use validate::{Decision, Policy};
 
 const PREFIX: &str = "/registry/admissionregistration.k8s.io/";
@@ -137,31 +138,55 @@ impl Policies {
         crate::object::from_storage(&kv.value, kv.mod_revision)
     }
 
-    /// The other versions `attrs`'s resource is served in, with their kinds.
-    fn equivalents(&self, attrs: &Attributes<'_>) -> Vec<(String, String)> {
-        let r = attrs.resource;
-        if let Some(c) = &r.custom {
-            let Some(crd) = self.get(&format!("/registry/apiextensions.k8s.io/customresourcedefinitions/{}", c.crd))
-            else {
-                return Vec::new();
-            };
-            let kind = crd.pointer("/spec/names/kind").and_then(Value::as_str).unwrap_or(r.kind).to_string();
-            return crd
-                .pointer("/spec/versions")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter(|v| v["served"] != false)
-                .filter_map(|v| v["name"].as_str())
-                .map(|v| (v.to_string(), kind.clone()))
-                .collect();
-        }
-        k1s_api::resources::all()
-            .iter()
-            .filter(|i| i.group == r.group && i.resource == r.resource)
-            .map(|i| (i.version.to_string(), i.kind.to_string()))
-            .collect()
+}
+
+/// The versions `r`'s resource is served in, with the kind each calls it (upstream's
+/// equivalent resources): the resource table's, or a custom resource's definition's.
+pub(crate) fn equivalents(store: &Store, r: &k1s_api::ResourceInfo) -> Vec<(String, String)> {
+    if let Some(c) = &r.custom {
+        let key = format!("/registry/apiextensions.k8s.io/customresourcedefinitions/{}", c.crd);
+        let Some(crd) = store.get(&key).ok().flatten().and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok())
+        else {
+            return Vec::new();
+        };
+        let kind = crd.pointer("/spec/names/kind").and_then(Value::as_str).unwrap_or(r.kind).to_string();
+        return crd
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|v| v["served"] != false)
+            .filter_map(|v| v["name"].as_str())
+            .map(|v| (v.to_string(), kind.clone()))
+            .collect();
     }
+    k1s_api::resources::all()
+        .iter()
+        .filter(|i| i.group == r.group && i.resource == r.resource)
+        .map(|i| (i.version.to_string(), i.kind.to_string()))
+        .collect()
+}
+
+/// The version and kind a request matched as.
+pub(crate) fn matched_as<'a>(attrs: &'a Attributes<'_>, m: &'a Matched) -> (&'a str, &'a str) {
+    match (&m.version, &m.kind) {
+        (Some(v), Some(k)) => (v, k),
+        _ => (attrs.resource.version, attrs.resource.kind),
+    }
+}
+
+/// The request's object and old object (`null` when absent) in the version it matched as.
+pub(crate) fn versioned(attrs: &Attributes<'_>, m: &Matched) -> Result<(Value, Value), String> {
+    let (version, _) = matched_as(attrs, m);
+    let convert = |o: Option<&Value>| -> Result<Value, String> {
+        match o {
+            None => Ok(Value::Null),
+            Some(o) if version == attrs.resource.version => Ok(o.clone()),
+            Some(o) => k1s_api::conversion::convert(o.clone(), attrs.resource, version)
+                .map_err(|e| format!("failed to convert object version: {e}")),
+        }
+    };
+    Ok((convert(attrs.object.as_deref())?, convert(attrs.old_object)?))
 }
 
 /// Whether upstream never sends requests for this resource to policies: the policy kinds
@@ -181,7 +206,7 @@ fn exempt(group: &str, resource: &str) -> bool {
 }
 
 /// The request as CEL's `request` shows it (upstream's `CreateAdmissionRequest`).
-fn request_value(attrs: &Attributes<'_>, version: &str, kind: &str) -> Value {
+pub(crate) fn request_value(attrs: &Attributes<'_>, version: &str, kind: &str) -> Value {
     let r = attrs.resource;
     let u = attrs.user;
     let mut req = json!({
@@ -289,7 +314,7 @@ impl ValidatingPlugin for ValidatingAdmissionPolicy {
 
 fn dispatch(p: &Policies, snapshot: &Snapshot, attrs: &Attributes<'_>) -> Result<(), ApiError> {
     let r = attrs.resource;
-    let equivalents = p.equivalents(attrs);
+    let equivalents = equivalents(&p.store, r);
     let object = attrs.object.as_deref();
     let req = matching::Request {
         operation: attrs.operation.as_str(),
@@ -341,22 +366,10 @@ fn dispatch(p: &Policies, snapshot: &Snapshot, attrs: &Attributes<'_>) -> Result
         if hook.bindings.is_empty() {
             continue;
         }
-        // The object as the matched version shows it.
-        let (version, kind) = match (&matched.version, &matched.kind) {
-            (Some(v), Some(k)) => (v.as_str(), k.as_str()),
-            _ => (r.version, r.kind),
-        };
-        let convert = |o: Option<&Value>| -> Result<Value, String> {
-            match o {
-                None => Ok(Value::Null),
-                Some(o) if version == r.version => Ok(o.clone()),
-                Some(o) => k1s_api::conversion::convert(o.clone(), r, version)
-                    .map_err(|e| format!("failed to convert object version: {e}")),
-            }
-        };
-        let (obj, old) = match (convert(object), convert(attrs.old_object)) {
-            (Ok(a), Ok(b)) => (a, b),
-            (Err(e), _) | (_, Err(e)) => {
+        let (version, kind) = matched_as(attrs, &matched);
+        let (obj, old) = match versioned(attrs, &matched) {
+            Ok(x) => x,
+            Err(e) => {
                 config_error(&mut denials, None, e);
                 continue;
             }

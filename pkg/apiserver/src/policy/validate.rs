@@ -113,19 +113,10 @@ impl Policy {
     pub fn evaluate(&self, vars: Map<String, Value>) -> Outcome {
         let mut ctx = Eval { vars, variables: &self.variables, values: HashMap::new() };
         let error_decision = |message: String| Decision { deny: !self.fail_open, message, reason: None, error: true };
-        let mut errors = Vec::new();
-        for (_, c) in &self.match_conditions {
-            match ctx.eval(c) {
-                Ok(Value::Bool(false)) => return Outcome::default(),
-                Ok(_) => {}
-                Err(e) => errors.push(e),
-            }
-        }
-        if !errors.is_empty() {
-            if self.fail_open {
-                return Outcome::default();
-            }
-            return Outcome { decisions: vec![error_decision(aggregate(&errors))], ..Outcome::default() };
+        match ctx.conditions(&self.match_conditions, self.fail_open) {
+            Ok(true) => {}
+            Ok(false) => return Outcome::default(),
+            Err(e) => return Outcome { decisions: vec![error_decision(e)], ..Outcome::default() },
         }
         let mut out = Outcome::default();
         for v in &self.validations {
@@ -197,6 +188,20 @@ fn aggregate(errors: &[String]) -> String {
     }
 }
 
+/// `matchConditions` (name, expression) against `vars` (upstream's `matchconditions.Matcher`):
+/// any false does not match; otherwise errors fail (`Err`, all of them) or, when `fail_open`,
+/// do not match.
+pub fn conditions_match(
+    conditions: &[(String, Compiled)],
+    vars: Map<String, Value>,
+    fail_open: bool,
+) -> Result<bool, String> {
+    if conditions.is_empty() {
+        return Ok(true);
+    }
+    Eval { vars, variables: &[], values: HashMap::new() }.conditions(conditions, fail_open)
+}
+
 /// What one evaluation decided: each validation's verdict (and errors), and the audit
 /// annotations to publish.
 #[derive(Default, Debug)]
@@ -245,6 +250,22 @@ fn referenced(source: &str) -> Option<Vec<&str>> {
 }
 
 impl Eval<'_> {
+    fn conditions(&mut self, conditions: &[(String, Compiled)], fail_open: bool) -> Result<bool, String> {
+        let mut errors = Vec::new();
+        for (_, c) in conditions {
+            match self.eval(c) {
+                Ok(Value::Bool(false)) => return Ok(false),
+                Ok(_) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        match errors.is_empty() {
+            true => Ok(true),
+            false if fail_open => Ok(false),
+            false => Err(aggregate(&errors)),
+        }
+    }
+
     fn eval(&mut self, c: &Compiled) -> Result<Value, String> {
         let program = c.program.as_ref().map_err(|e| format!("compilation error: {e}"))?;
         let wanted: Vec<String> = match referenced(&c.source) {
