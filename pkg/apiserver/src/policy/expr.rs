@@ -8,6 +8,23 @@ pub struct Program {
     _source: String,
 }
 
+/// The values of one evaluation (`object`, `oldObject`, `request`, `params`,
+/// `namespaceObject`, `variables`) and the cost budget they share.
+pub struct Bindings {
+    vars: Map<String, Value>,
+}
+
+impl Bindings {
+    pub fn new(vars: &Map<String, Value>) -> Bindings {
+        Bindings { vars: vars.clone() }
+    }
+
+    /// Binds (or rebinds) `name`.
+    pub fn set(&mut self, name: &str, value: &Value) {
+        self.vars.insert(name.into(), value.clone());
+    }
+}
+
 /// Compiles `source`; the error is the engine's message.
 pub fn compile(source: &str) -> Result<Program, String> {
     let _ = source;
@@ -15,10 +32,9 @@ pub fn compile(source: &str) -> Result<Program, String> {
 }
 
 impl Program {
-    /// Evaluates against `vars` (`object`, `oldObject`, `request`, `params`,
-    /// `namespaceObject`, `variables`); the error is the engine's message.
-    pub fn eval(&self, vars: &Map<String, Value>) -> Result<Value, String> {
-        let _ = vars;
+    /// Evaluates against `vars`; the error is the engine's message.
+    pub fn eval(&self, vars: &mut Bindings) -> Result<Value, String> {
+        let _ = &vars.vars;
         Err("the CEL engine is not available".into())
     }
 }

@@ -5,7 +5,7 @@
 //! message and `reason`, Invalid unless given), then `auditAnnotations`. `variables` are
 //! evaluated lazily, once per evaluation, when an expression names them.
 
-use super::expr::{self, Program};
+use super::expr::{self, Bindings, Program};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
@@ -111,7 +111,7 @@ impl Policy {
 
     /// Evaluates the policy against the request in `vars` (without `variables`).
     pub fn evaluate(&self, vars: Map<String, Value>) -> Outcome {
-        let mut ctx = Eval { vars, variables: &self.variables, values: HashMap::new() };
+        let mut ctx = Eval { vars: Bindings::new(&vars), variables: &self.variables, values: HashMap::new() };
         let error_decision = |message: String| Decision { deny: !self.fail_open, message, reason: None, error: true };
         match ctx.conditions(&self.match_conditions, self.fail_open) {
             Ok(true) => {}
@@ -199,7 +199,7 @@ pub fn conditions_match(
     if conditions.is_empty() {
         return Ok(true);
     }
-    Eval { vars, variables: &[], values: HashMap::new() }.conditions(conditions, fail_open)
+    Eval { vars: Bindings::new(&vars), variables: &[], values: HashMap::new() }.conditions(conditions, fail_open)
 }
 
 /// What one evaluation decided: each validation's verdict (and errors), and the audit
@@ -224,7 +224,7 @@ pub struct Decision {
 
 /// One evaluation's variables: the request's values and the `variables` computed so far.
 struct Eval<'p> {
-    vars: Map<String, Value>,
+    vars: Bindings,
     variables: &'p [(String, Compiled)],
     values: HashMap<String, Option<Result<Value, String>>>,
 }
@@ -278,10 +278,8 @@ impl Eval<'_> {
                 variables.insert(name, v);
             }
         }
-        self.vars.insert("variables".into(), Value::Object(variables));
-        let result = program.eval(&self.vars);
-        self.vars.remove("variables");
-        result.map_err(|e| format!("expression '{}' resulted in error: {e}", c.source))
+        self.vars.set("variables", &Value::Object(variables));
+        program.eval(&mut self.vars).map_err(|e| format!("expression '{}' resulted in error: {e}", c.source))
     }
 
     /// The value of variable `name` (`None` when the policy has no such variable).
