@@ -2,9 +2,9 @@
 //! bindings, whose spec changes bump the generation (upstream's
 //! `pkg/registry/admissionregistration/validatingadmissionpolicy{,binding}/strategy.go`), with
 //! upstream's defaults (`failurePolicy: Fail`, `matchPolicy: Equivalent`, empty selectors, rule
-//! scope `*`) and the structural part of its validation (required fields, supported values,
-//! duplicates). Expressions are compiled by the admission plugin, which reports those that do
-//! not compile in the policy's status.
+//! scope `*`) and its validation (required fields, supported values, duplicates, and every
+//! expression compiled: one that does not compile makes the object invalid, with upstream's
+//! `compilation failed: ERROR: <input>:L:C: ...`).
 
 use crate::field::FieldError;
 use crate::strategy::{DynStrategy, Strategy, Typed};
@@ -104,8 +104,24 @@ fn validate_match_resources(errs: &mut Vec<FieldError>, m: &Value, path: &str) {
     }
 }
 
-/// `{name, expression}` items: both required, names unique.
-fn validate_named_expressions(errs: &mut Vec<FieldError>, items: &[Value], path: &str, detail: bool) {
+/// Compiles `expr` (at `path`) with `vars` declared: upstream's `convertCELErrorToValidationError`.
+fn compiles(errs: &mut Vec<FieldError>, expr: &str, path: String, vars: &[&str]) {
+    if let Err(e) = k1s_cel::Program::compile(expr, vars) {
+        errs.push(FieldError::invalid(path, expr, e.to_string()));
+    }
+}
+
+/// The variables a policy's expressions may name (`params` only with a `paramKind`).
+fn policy_vars(spec: &Value) -> Vec<&'static str> {
+    let mut vars = vec!["object", "oldObject", "request", "namespaceObject", "variables"];
+    if spec.get("paramKind").is_some_and(|p| !p.is_null()) {
+        vars.push("params");
+    }
+    vars
+}
+
+/// `{name, expression}` items: both required, names unique, expressions compiled.
+fn validate_named_expressions(errs: &mut Vec<FieldError>, items: &[Value], path: &str, detail: bool, vars: &[&str]) {
     let mut names = HashSet::new();
     for (i, item) in items.iter().enumerate() {
         let name = text(item, "name");
@@ -114,9 +130,12 @@ fn validate_named_expressions(errs: &mut Vec<FieldError>, items: &[Value], path:
         } else if !names.insert(name) {
             errs.push(FieldError::duplicate(format!("{path}[{i}].name"), name));
         }
-        if text(item, "expression").trim().is_empty() {
+        let expr = text(item, "expression");
+        if expr.trim().is_empty() {
             let d = if detail { "expression is not specified" } else { "" };
             errs.push(FieldError::required(format!("{path}[{i}].expression"), d));
+        } else {
+            compiles(errs, expr, format!("{path}[{i}].expression"), vars);
         }
     }
 }
@@ -140,8 +159,9 @@ fn validate_policy_spec(spec: &Value) -> Vec<FieldError> {
             }
         }
     }
-    validate_named_expressions(&mut errs, list(spec, "matchConditions"), "spec.matchConditions", false);
-    validate_named_expressions(&mut errs, list(spec, "variables"), "spec.variables", true);
+    let vars = policy_vars(spec);
+    validate_named_expressions(&mut errs, list(spec, "matchConditions"), "spec.matchConditions", false, &vars);
+    validate_named_expressions(&mut errs, list(spec, "variables"), "spec.variables", true, &vars);
     let (validations, annotations) = (list(spec, "validations"), list(spec, "auditAnnotations"));
     if validations.is_empty() && annotations.is_empty() {
         let detail = "validations or auditAnnotations must contain at least one item";
@@ -150,12 +170,17 @@ fn validate_policy_spec(spec: &Value) -> Vec<FieldError> {
     }
     for (i, v) in validations.iter().enumerate() {
         let path = format!("spec.validations[{i}]");
-        if text(v, "expression").trim().is_empty() {
+        let expr = text(v, "expression");
+        if expr.trim().is_empty() {
             errs.push(FieldError::required(format!("{path}.expression"), "expression is not specified"));
+        } else {
+            compiles(&mut errs, expr, format!("{path}.expression"), &vars);
         }
         let me = text(v, "messageExpression");
         if !me.is_empty() && me.trim().is_empty() {
             errs.push(FieldError::invalid(format!("{path}.messageExpression"), me, "must be non-empty if specified"));
+        } else if !me.is_empty() {
+            compiles(&mut errs, me, format!("{path}.messageExpression"), &vars);
         }
         let msg = text(v, "message");
         if !msg.is_empty() && msg.trim().is_empty() {
@@ -168,8 +193,11 @@ fn validate_policy_spec(spec: &Value) -> Vec<FieldError> {
     let mut keys = HashSet::new();
     for (i, a) in annotations.iter().enumerate() {
         let path = format!("spec.auditAnnotations[{i}]");
-        if text(a, "valueExpression").trim().is_empty() {
+        let expr = text(a, "valueExpression");
+        if expr.trim().is_empty() {
             errs.push(FieldError::required(format!("{path}.valueExpression"), "valueExpression is not specified"));
+        } else {
+            compiles(&mut errs, expr, format!("{path}.valueExpression"), &vars);
         }
         if !keys.insert(text(a, "key")) {
             errs.push(FieldError::duplicate(format!("{path}.key"), text(a, "key")));
@@ -294,6 +322,13 @@ mod tests {
             errs,
             ["spec.validations[0].reason: Unsupported value: \"Teapot\": supported values: \"Forbidden\", \"Invalid\", \"RequestEntityTooLarge\", \"Unauthorized\""]
         );
+        let mut bad = n.clone();
+        bad["spec"]["validations"] = json!([{"expression": "object.spec.replicas <"}, {"expression": "params.max > 1"}]);
+        let errs = s.validate(&bad, None).expect("validates");
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        assert_eq!(errs[0].field, "spec.validations[0].expression");
+        assert!(errs[0].detail.starts_with("compilation failed: ERROR: <input>:1:"), "{}", errs[0].detail);
+        assert!(errs[1].detail.contains("undeclared reference to 'params'"), "{}", errs[1].detail);
         let empty = json!({"metadata": {"name": "p"}, "spec": {}});
         let errs: Vec<String> = s.validate(&empty, None).expect("validates").iter().map(|e| e.field.clone()).collect();
         assert_eq!(errs, ["spec.matchConstraints", "spec.validations", "spec.auditAnnotations"]);

@@ -19,8 +19,9 @@ pub struct Compiled {
 }
 
 impl Compiled {
-    pub fn new(source: &str) -> Compiled {
-        Compiled { source: source.to_string(), program: expr::compile(source) }
+    /// Compiles `source` with `vars` declared.
+    pub fn new(source: &str, vars: &[&str]) -> Compiled {
+        Compiled { source: source.to_string(), program: expr::compile(source, vars) }
     }
 }
 
@@ -56,24 +57,25 @@ impl Policy {
     /// Compiles every expression of `obj` (a ValidatingAdmissionPolicy).
     pub fn compile(obj: &Value) -> Policy {
         let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+        let vars = expr::policy_vars(spec.get("paramKind").is_some_and(|p| !p.is_null()));
         let named = |k: &str, field: &str| -> Vec<(String, Compiled)> {
             list(&spec, k)
                 .iter()
-                .map(|c| (text(c, field).unwrap_or_default(), Compiled::new(&text(c, "expression").unwrap_or_default())))
+                .map(|c| (text(c, field).unwrap_or_default(), Compiled::new(&text(c, "expression").unwrap_or_default(), vars)))
                 .collect()
         };
         let validations = list(&spec, "validations")
             .iter()
             .map(|v| Validation {
-                expression: Compiled::new(&text(v, "expression").unwrap_or_default()),
+                expression: Compiled::new(&text(v, "expression").unwrap_or_default(), vars),
                 message: text(v, "message"),
-                message_expression: text(v, "messageExpression").filter(|s| !s.is_empty()).map(|s| Compiled::new(&s)),
+                message_expression: text(v, "messageExpression").filter(|s| !s.is_empty()).map(|s| Compiled::new(&s, vars)),
                 reason: text(v, "reason").filter(|s| !s.is_empty()),
             })
             .collect();
         let audit_annotations = list(&spec, "auditAnnotations")
             .iter()
-            .map(|a| (text(a, "key").unwrap_or_default(), Compiled::new(&text(a, "valueExpression").unwrap_or_default())))
+            .map(|a| (text(a, "key").unwrap_or_default(), Compiled::new(&text(a, "valueExpression").unwrap_or_default(), vars)))
             .collect();
         Policy {
             name: obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string(),
@@ -301,6 +303,7 @@ impl Eval<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn variable_references_are_found_in_expressions() {
@@ -308,6 +311,80 @@ mod tests {
         assert_eq!(referenced("object.spec.replicas < 5"), Some(vec![]));
         assert_eq!(referenced("myvariables.x == 1"), Some(vec![]));
         assert_eq!(referenced("variables['a']"), None);
+    }
+
+    fn vars(replicas: i64) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("object".into(), json!({"metadata": {"name": "web", "labels": {"tier": "db"}}, "spec": {"replicas": replicas}}));
+        m.insert("oldObject".into(), Value::Null);
+        m.insert("request".into(), json!({"operation": "CREATE", "userInfo": {"username": "alice"}}));
+        m.insert("namespaceObject".into(), Value::Null);
+        m
+    }
+
+    fn policy(spec: Value) -> Policy {
+        Policy::compile(&json!({"metadata": {"name": "p", "uid": "u", "generation": 1}, "spec": spec}))
+    }
+
+    #[test]
+    fn validations_deny_with_their_message_expression_message_or_expression() {
+        let p = policy(json!({
+            "variables": [{"name": "r", "expression": "object.spec.replicas"}],
+            "validations": [
+                {"expression": "variables.r <= 5", "messageExpression": "'too many: ' + string(variables.r)", "reason": "Forbidden"},
+                {"expression": "variables.r <= 4", "message": " at most four "},
+                {"expression": "variables.r <= 3 "},
+                {"expression": "variables.r <= 2", "messageExpression": "1", "message": "fallback"},
+            ]}));
+        let out = p.evaluate(vars(6));
+        let got: Vec<(bool, &str, Option<&str>)> =
+            out.decisions.iter().map(|d| (d.deny, d.message.as_str(), d.reason.as_deref())).collect();
+        assert_eq!(
+            got,
+            [
+                (true, "too many: 6", Some("Forbidden")),
+                (true, "at most four", None),
+                (true, "failed expression: variables.r <= 3", None),
+                (true, "fallback", None)
+            ]
+        );
+        assert!(p.evaluate(vars(1)).decisions.iter().all(|d| !d.deny));
+    }
+
+    #[test]
+    fn match_conditions_skip_and_errors_follow_the_failure_policy() {
+        let spec = json!({"matchConditions": [{"name": "db", "expression": "object.metadata.labels.tier == 'db'"}],
+                          "validations": [{"expression": "false"}]});
+        assert_eq!(policy(spec.clone()).evaluate(vars(1)).decisions.len(), 1);
+        let mut other = spec.clone();
+        other["matchConditions"][0]["expression"] = json!("object.metadata.labels.tier == 'web'");
+        assert!(policy(other).evaluate(vars(1)).decisions.is_empty(), "a false condition skips the policy");
+        let mut broken = spec;
+        broken["matchConditions"][0]["expression"] = json!("object.metadata.labels.missing == 'x'");
+        let out = policy(broken.clone()).evaluate(vars(1));
+        assert_eq!(out.decisions.len(), 1);
+        assert!(out.decisions[0].deny && out.decisions[0].error);
+        assert!(
+            out.decisions[0].message.starts_with("expression 'object.metadata.labels.missing == 'x'' resulted in error: "),
+            "{}",
+            out.decisions[0].message
+        );
+        broken["failurePolicy"] = json!("Ignore");
+        assert!(policy(broken).evaluate(vars(1)).decisions.is_empty());
+    }
+
+    #[test]
+    fn audit_annotations_publish_strings_and_fail_on_other_types() {
+        let p = policy(json!({"auditAnnotations": [
+            {"key": "who", "valueExpression": "request.userInfo.username"},
+            {"key": "none", "valueExpression": "null"},
+            {"key": "bad", "valueExpression": "1"}]}));
+        let out = p.evaluate(vars(1));
+        assert_eq!(out.annotations, [("who".to_string(), "alice".to_string())]);
+        assert_eq!(
+            out.annotation_errors,
+            ["valueExpression '1' resulted in unsupported return type: int. Return type must be either string or null."]
+        );
     }
 
     #[test]

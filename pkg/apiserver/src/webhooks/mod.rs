@@ -52,7 +52,8 @@ impl Hook {
             .flatten()
             .map(|c| {
                 let name = c.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
-                (name, Compiled::new(c.get("expression").and_then(Value::as_str).unwrap_or_default()))
+                let source = c.get("expression").and_then(Value::as_str).unwrap_or_default();
+                (name, Compiled::new(source, crate::policy::expr::WEBHOOK_VARS))
             })
             .collect();
         Hook { webhook, conditions }
