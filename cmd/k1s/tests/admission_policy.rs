@@ -66,7 +66,10 @@ fn a_deny_binding_refuses_six_replicas_and_a_warn_binding_only_warns() {
             json!({"validations": [{"expression": "object.spec.replicas <= 5", "message": "replicas must be no greater than 5"}]}),
         ),
     );
-    s.ok_stdin(&["apply", "-f", "-"], &binding("replica-limit-binding", "replica-limit", json!({"validationActions": ["Deny"]})));
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        &binding("replica-limit-binding", "replica-limit", json!({"validationActions": ["Deny"]})),
+    );
     let want = "deployments.apps \"web\" is forbidden: ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-binding' denied request: replicas must be no greater than 5";
     wait_refused(&s, &deployment("web", 6), "the policy to be enforced");
     let out = create(&s, &deployment("web", 6));
@@ -91,7 +94,10 @@ fn a_deny_binding_refuses_six_replicas_and_a_warn_binding_only_warns() {
     assert!(stderr(&scaled).contains("replicas must be no greater than 5"), "{}", stderr(&scaled));
 
     // Warn: admitted, and kubectl prints the warning.
-    s.ok_stdin(&["apply", "-f", "-"], &binding("replica-limit-binding", "replica-limit", json!({"validationActions": ["Warn"]})));
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        &binding("replica-limit-binding", "replica-limit", json!({"validationActions": ["Warn"]})),
+    );
     let out = eventually(WAIT, "the Warn binding to admit", || {
         let out = create(&s, &deployment("warned", 6));
         out.status.success().then_some(out)
@@ -207,7 +213,14 @@ fn match_conditions_variables_and_failure_policies() {
         "{}",
         stderr(&out)
     );
-    s.ok(&["patch", "validatingadmissionpolicy", "broken", "--type=merge", "-p", r#"{"spec":{"failurePolicy":"Ignore"}}"#]);
+    s.ok(&[
+        "patch",
+        "validatingadmissionpolicy",
+        "broken",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"failurePolicy":"Ignore"}}"#,
+    ]);
     eventually(WAIT, "Ignore to admit", || create(&s, &deployment("x", 1)).status.success().then_some(()));
 
     // An expression that does not compile makes the policy invalid.
@@ -229,7 +242,9 @@ fn policies_and_bindings_are_validated_as_upstream() {
     let out = s.kubectl_stdin(&["apply", "-f", "-"], &policy("empty", json!({})));
     assert!(!out.status.success());
     assert!(
-        stderr(&out).contains("spec.validations: Required value: validations or auditAnnotations must contain at least one item"),
+        stderr(&out).contains(
+            "spec.validations: Required value: validations or auditAnnotations must contain at least one item"
+        ),
         "{}",
         stderr(&out)
     );

@@ -377,7 +377,8 @@ fn match_conditions_reinvocation_and_equivalent_versions() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(hooks.seen("/validate").iter().all(|r| r["name"] != "exempt"), "the webhook was not called");
     // A condition that fails to evaluate: Fail refuses without calling the webhook.
-    let failing = json!({"matchConditions": [{"name": "broken", "expression": "object.metadata.labels.missing == 'x'"}]});
+    let failing =
+        json!({"matchConditions": [{"name": "broken", "expression": "object.metadata.labels.missing == 'x'"}]});
     s.ok_stdin(
         &["apply", "-f", "-"],
         &configuration("ValidatingWebhookConfiguration", "broken.example.com", url("/allow"), failing),
@@ -386,7 +387,13 @@ fn match_conditions_reinvocation_and_equivalent_versions() {
         let out = create_cm(&s, &["plain", "--from-literal=a=b"]);
         (!out.status.success()).then_some(out)
     });
-    assert!(stderr(&refused).contains("configmaps \"plain\" is forbidden: expression 'object.metadata.labels.missing == 'x'' resulted in error"), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains(
+            "configmaps \"plain\" is forbidden: expression 'object.metadata.labels.missing == 'x'' resulted in error"
+        ),
+        "{}",
+        stderr(&refused)
+    );
     assert!(hooks.seen("/allow").is_empty());
     s.ok(&["delete", "validatingwebhookconfiguration", "broken.example.com", "deny.example.com"]);
 
@@ -394,9 +401,17 @@ fn match_conditions_reinvocation_and_equivalent_versions() {
     // called again.
     s.ok_stdin(
         &["apply", "-f", "-"],
-        &configuration("MutatingWebhookConfiguration", "a.example.com", url("/count"), json!({"reinvocationPolicy": "IfNeeded"})),
+        &configuration(
+            "MutatingWebhookConfiguration",
+            "a.example.com",
+            url("/count"),
+            json!({"reinvocationPolicy": "IfNeeded"}),
+        ),
     );
-    s.ok_stdin(&["apply", "-f", "-"], &configuration("MutatingWebhookConfiguration", "b.example.com", url("/mutate"), json!({})));
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        &configuration("MutatingWebhookConfiguration", "b.example.com", url("/mutate"), json!({})),
+    );
     eventually(Duration::from_secs(10), "both mutating webhooks to be called", || {
         let name = format!("r{}", hooks.seen("/mutate").len());
         let _ = create_cm(&s, &[&name]);

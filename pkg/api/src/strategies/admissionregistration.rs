@@ -126,7 +126,10 @@ fn validate_named_expressions(errs: &mut Vec<FieldError>, items: &[Value], path:
     for (i, item) in items.iter().enumerate() {
         let name = text(item, "name");
         if name.trim().is_empty() {
-            errs.push(FieldError::required(format!("{path}[{i}].name"), if detail { "name is not specified" } else { "" }));
+            errs.push(FieldError::required(
+                format!("{path}[{i}].name"),
+                if detail { "name is not specified" } else { "" },
+            ));
         } else if !names.insert(name) {
             errs.push(FieldError::duplicate(format!("{path}[{i}].name"), name));
         }
@@ -323,7 +326,8 @@ mod tests {
             ["spec.validations[0].reason: Unsupported value: \"Teapot\": supported values: \"Forbidden\", \"Invalid\", \"RequestEntityTooLarge\", \"Unauthorized\""]
         );
         let mut bad = n.clone();
-        bad["spec"]["validations"] = json!([{"expression": "object.spec.replicas <"}, {"expression": "params.max > 1"}]);
+        bad["spec"]["validations"] =
+            json!([{"expression": "object.spec.replicas <"}, {"expression": "params.max > 1"}]);
         let errs = s.validate(&bad, None).expect("validates");
         assert_eq!(errs.len(), 2, "{errs:?}");
         assert_eq!(errs[0].field, "spec.validations[0].expression");

@@ -124,11 +124,7 @@ pub fn matches(
     let ns_selector = c.get("namespaceSelector");
     if (req.namespace.is_some() || req.is_namespace()) && !is_empty(ns_selector) {
         let labels = if req.is_namespace() {
-            req.object
-                .filter(|o| !o.is_null())
-                .or(req.old_object)
-                .and_then(|o| o.pointer("/metadata/labels"))
-                .cloned()
+            req.object.filter(|o| !o.is_null()).or(req.old_object).and_then(|o| o.pointer("/metadata/labels")).cloned()
         } else {
             namespace_labels()?
         };

@@ -26,12 +26,12 @@ use crate::admission::{Attributes, ValidatingPlugin};
 use crate::error::{ApiError, Cause};
 use futures::future::BoxFuture;
 use k1s_store::Store;
+use matching::Matched;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use matching::Matched;
 use validate::{Decision, Policy};
 
 const PREFIX: &str = "/registry/admissionregistration.k8s.io/";
@@ -60,7 +60,9 @@ pub struct Policies {
 
 fn load(store: &Store, prefix: &str) -> Vec<Value> {
     match store.list(prefix, None, 0, None) {
-        Ok(page) => page.items.iter().filter_map(|kv| crate::object::from_storage(&kv.value, kv.mod_revision)).collect(),
+        Ok(page) => {
+            page.items.iter().filter_map(|kv| crate::object::from_storage(&kv.value, kv.mod_revision)).collect()
+        }
         Err(e) => {
             tracing::warn!(prefix, error = %e, "listing admission policies failed");
             Vec::new()
@@ -137,7 +139,6 @@ impl Policies {
         let kv = self.store.get(key).ok().flatten()?;
         crate::object::from_storage(&kv.value, kv.mod_revision)
     }
-
 }
 
 /// The versions `r`'s resource is served in, with the kind each calls it (upstream's
@@ -243,7 +244,17 @@ pub(crate) fn request_value(attrs: &Attributes<'_>, version: &str, kind: &str) -
 /// The namespace as CEL's `namespaceObject` shows it: its spec, status and main metadata.
 fn namespace_value(ns: &Value) -> Value {
     let mut meta = Map::new();
-    for k in ["name", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp", "labels", "annotations", "finalizers"] {
+    for k in [
+        "name",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "labels",
+        "annotations",
+        "finalizers",
+    ] {
         if let Some(v) = ns.pointer(&format!("/metadata/{k}")) {
             meta.insert(k.into(), v.clone());
         }
@@ -332,8 +343,9 @@ fn dispatch(p: &Policies, snapshot: &Snapshot, attrs: &Attributes<'_>) -> Result
     let is_namespace = req.is_namespace();
     // Read once, when a selector or an evaluation first needs it.
     let namespace: std::cell::OnceCell<Option<Value>> = std::cell::OnceCell::new();
-    let load_namespace =
-        |ns: &str| -> Option<&Value> { namespace.get_or_init(|| p.get(&format!("/registry/namespaces/{ns}"))).as_ref() };
+    let load_namespace = |ns: &str| -> Option<&Value> {
+        namespace.get_or_init(|| p.get(&format!("/registry/namespaces/{ns}"))).as_ref()
+    };
     let mut denials: Vec<Denial> = Vec::new();
     for hook in &snapshot.hooks {
         let policy = &hook.policy;
@@ -346,7 +358,12 @@ fn dispatch(p: &Policies, snapshot: &Snapshot, attrs: &Attributes<'_>) -> Result
             denials.push(Denial {
                 policy: policy.name.clone(),
                 binding: binding.map(str::to_string),
-                decision: Decision { deny: true, message: format!("failed to configure {what}: {err}"), reason: None, error: true },
+                decision: Decision {
+                    deny: true,
+                    message: format!("failed to configure {what}: {err}"),
+                    reason: None,
+                    error: true,
+                },
             });
         };
         let mut ns_labels = || match req.namespace {
@@ -375,11 +392,8 @@ fn dispatch(p: &Policies, snapshot: &Snapshot, attrs: &Attributes<'_>) -> Result
             }
         };
         let request = request_value(attrs, version, kind);
-        let param_kind = policy
-            .spec
-            .get("paramKind")
-            .filter(|k| !k.is_null())
-            .map(|k| params::resolve_kind(&p.store, k));
+        let param_kind =
+            policy.spec.get("paramKind").filter(|k| !k.is_null()).map(|k| params::resolve_kind(&p.store, k));
         for binding in &hook.bindings {
             let bname = binding.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
             let spec = &binding["spec"];

@@ -45,7 +45,8 @@ pub fn resolve_kind(store: &Store, param_kind: &Value) -> Result<ParamResource, 
             return Ok(found(format!("/registry/{group}/{plural}/"), spec["scope"] == "Namespaced"));
         }
     }
-    let gvk = if group.is_empty() { format!("/{version}, Kind={kind}") } else { format!("{group}/{version}, Kind={kind}") };
+    let gvk =
+        if group.is_empty() { format!("/{version}, Kind={kind}") } else { format!("{group}/{version}, Kind={kind}") };
     Err(format!("failed to find resource referenced by paramKind: '{gvk}'"))
 }
 
@@ -123,9 +124,7 @@ mod tests {
     #[tokio::test]
     async fn params_by_name_by_selector_and_not_found_actions() {
         let (_d, store) = store();
-        let cm = |name: &str, l: &str| {
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default", "labels": {"tier": l}}, "data": {"max": "3"}})
-        };
+        let cm = |name: &str, l: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default", "labels": {"tier": l}}, "data": {"max": "3"}});
         put(&store, "/registry/configmaps/default/limits", cm("limits", "a")).await;
         put(&store, "/registry/configmaps/default/other", cm("other", "b")).await;
         let kind = resolve_kind(&store, &json!({"apiVersion": "v1", "kind": "ConfigMap"}));
@@ -147,6 +146,9 @@ mod tests {
         assert!(collect(&store, Some(&kind), Some(&json!({"name": "limits"})), None).is_err());
         assert_eq!(collect(&store, None, Some(&json!({"name": "x"})), None), Ok(vec![None]));
         let unknown = resolve_kind(&store, &json!({"apiVersion": "example.com/v1", "kind": "Limits"}));
-        assert_eq!(unknown, Err("failed to find resource referenced by paramKind: 'example.com/v1, Kind=Limits'".into()));
+        assert_eq!(
+            unknown,
+            Err("failed to find resource referenced by paramKind: 'example.com/v1, Kind=Limits'".into())
+        );
     }
 }

@@ -28,8 +28,7 @@ pub fn status_for(policy: &super::validate::Policy) -> Value {
 /// Writes the status of every policy whose generation it does not yet show, after each
 /// reload, until `cancel` fires.
 pub async fn run(policies: Arc<Policies>, registry: Arc<Registry>, cancel: CancellationToken) {
-    let Some(info) =
-        k1s_api::resources::find("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies")
+    let Some(info) = k1s_api::resources::find("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies")
     else {
         return;
     };

@@ -61,7 +61,12 @@ impl Policy {
         let named = |k: &str, field: &str| -> Vec<(String, Compiled)> {
             list(&spec, k)
                 .iter()
-                .map(|c| (text(c, field).unwrap_or_default(), Compiled::new(&text(c, "expression").unwrap_or_default(), vars)))
+                .map(|c| {
+                    (
+                        text(c, field).unwrap_or_default(),
+                        Compiled::new(&text(c, "expression").unwrap_or_default(), vars),
+                    )
+                })
                 .collect()
         };
         let validations = list(&spec, "validations")
@@ -69,13 +74,20 @@ impl Policy {
             .map(|v| Validation {
                 expression: Compiled::new(&text(v, "expression").unwrap_or_default(), vars),
                 message: text(v, "message"),
-                message_expression: text(v, "messageExpression").filter(|s| !s.is_empty()).map(|s| Compiled::new(&s, vars)),
+                message_expression: text(v, "messageExpression")
+                    .filter(|s| !s.is_empty())
+                    .map(|s| Compiled::new(&s, vars)),
                 reason: text(v, "reason").filter(|s| !s.is_empty()),
             })
             .collect();
         let audit_annotations = list(&spec, "auditAnnotations")
             .iter()
-            .map(|a| (text(a, "key").unwrap_or_default(), Compiled::new(&text(a, "valueExpression").unwrap_or_default(), vars)))
+            .map(|a| {
+                (
+                    text(a, "key").unwrap_or_default(),
+                    Compiled::new(&text(a, "valueExpression").unwrap_or_default(), vars),
+                )
+            })
             .collect();
         Policy {
             name: obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string(),
@@ -125,7 +137,9 @@ impl Policy {
             let decision = match ctx.eval(&v.expression) {
                 Err(e) => error_decision(e),
                 Ok(Value::Bool(true)) => Decision { deny: false, message: String::new(), reason: None, error: false },
-                Ok(_) => Decision { deny: true, message: self.message(&mut ctx, v), reason: v.reason.clone(), error: false },
+                Ok(_) => {
+                    Decision { deny: true, message: self.message(&mut ctx, v), reason: v.reason.clone(), error: false }
+                }
             };
             out.decisions.push(decision);
         }
@@ -243,7 +257,7 @@ fn referenced(source: &str) -> Option<Vec<&str>> {
         if prev.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.') {
             continue;
         }
-        let Some(after) = rest.trim_start().strip_prefix('.') else { return None };
+        let after = rest.trim_start().strip_prefix('.')?;
         let after = after.trim_start();
         let end = after.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(after.len());
         names.push(&after[..end]);
@@ -315,7 +329,10 @@ mod tests {
 
     fn vars(replicas: i64) -> Map<String, Value> {
         let mut m = Map::new();
-        m.insert("object".into(), json!({"metadata": {"name": "web", "labels": {"tier": "db"}}, "spec": {"replicas": replicas}}));
+        m.insert(
+            "object".into(),
+            json!({"metadata": {"name": "web", "labels": {"tier": "db"}}, "spec": {"replicas": replicas}}),
+        );
         m.insert("oldObject".into(), Value::Null);
         m.insert("request".into(), json!({"operation": "CREATE", "userInfo": {"username": "alice"}}));
         m.insert("namespaceObject".into(), Value::Null);
@@ -329,13 +346,13 @@ mod tests {
     #[test]
     fn validations_deny_with_their_message_expression_message_or_expression() {
         let p = policy(json!({
-            "variables": [{"name": "r", "expression": "object.spec.replicas"}],
-            "validations": [
-                {"expression": "variables.r <= 5", "messageExpression": "'too many: ' + string(variables.r)", "reason": "Forbidden"},
-                {"expression": "variables.r <= 4", "message": " at most four "},
-                {"expression": "variables.r <= 3 "},
-                {"expression": "variables.r <= 2", "messageExpression": "1", "message": "fallback"},
-            ]}));
+        "variables": [{"name": "r", "expression": "object.spec.replicas"}],
+        "validations": [
+            {"expression": "variables.r <= 5", "messageExpression": "'too many: ' + string(variables.r)", "reason": "Forbidden"},
+            {"expression": "variables.r <= 4", "message": " at most four "},
+            {"expression": "variables.r <= 3 "},
+            {"expression": "variables.r <= 2", "messageExpression": "1", "message": "fallback"},
+        ]}));
         let out = p.evaluate(vars(6));
         let got: Vec<(bool, &str, Option<&str>)> =
             out.decisions.iter().map(|d| (d.deny, d.message.as_str(), d.reason.as_deref())).collect();
@@ -365,7 +382,9 @@ mod tests {
         assert_eq!(out.decisions.len(), 1);
         assert!(out.decisions[0].deny && out.decisions[0].error);
         assert!(
-            out.decisions[0].message.starts_with("expression 'object.metadata.labels.missing == 'x'' resulted in error: "),
+            out.decisions[0]
+                .message
+                .starts_with("expression 'object.metadata.labels.missing == 'x'' resulted in error: "),
             "{}",
             out.decisions[0].message
         );

@@ -381,9 +381,8 @@ impl Webhooks {
         let ops: json_patch::Patch = serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
         let info = attrs.resource;
         let Some(obj) = attrs.object.as_deref_mut() else { return Ok(false) };
-        let applying = |e: String| {
-            ApiError::internal(format!("applying the patch of webhook \"{}\" failed: {e}", hook.name()))
-        };
+        let applying =
+            |e: String| ApiError::internal(format!("applying the patch of webhook \"{}\" failed: {e}", hook.name()));
         let mut patched = match &matched.version {
             Some(v) if v != info.version => {
                 k1s_api::conversion::convert(obj.clone(), info, v).map_err(|e| applying(e.to_string()))?
@@ -539,14 +538,16 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let store = Store::open(dir.path(), k1s_store::StoreOptions::default()).expect("store");
         let w = Webhooks::new(store);
-        let hook =
-            Hook::new(json!({"name": "a", "timeoutSeconds": 5, "clientConfig": {"url": "https://127.0.0.1:8443/validate"}}));
+        let hook = Hook::new(
+            json!({"name": "a", "timeoutSeconds": 5, "clientConfig": {"url": "https://127.0.0.1:8443/validate"}}),
+        );
         let t = w.target(&hook).expect("target");
         assert_eq!(t.connect, "127.0.0.1:8443");
         assert_eq!(t.server_name, "127.0.0.1");
         assert_eq!(t.path, "/validate?timeout=5s");
         assert_eq!(t.url, "https://127.0.0.1:8443/validate?timeout=5s");
-        let missing = Hook::new(json!({"name": "b", "clientConfig": {"service": {"namespace": "default", "name": "nope"}}}));
+        let missing =
+            Hook::new(json!({"name": "b", "clientConfig": {"service": {"namespace": "default", "name": "nope"}}}));
         assert_eq!(w.target(&missing), Err("service \"nope\" not found".to_string()));
     }
 }
