@@ -42,10 +42,12 @@ pub(crate) fn format_parse_errors(errors: &ParseErrors) -> String {
 }
 
 /// Fails on an identifier that is neither declared in `vars`, bound by a macro, nor built in.
-pub(crate) fn check(source: &str, program: &Program, vars: &[&str]) -> Result<(), CompileError> {
+/// Returns the declared variables the expression uses.
+pub(crate) fn check(source: &str, program: &Program, vars: &[&str]) -> Result<BTreeSet<String>, CompileError> {
     let mut scope: Vec<String> = vars.iter().map(|v| (*v).to_owned()).collect();
     let mut errors = Vec::new();
-    walk(program.expression(), &mut scope, &mut errors);
+    let mut used = BTreeSet::new();
+    walk(program.expression(), &mut scope, &mut errors, &mut used, vars.len());
     let errors: BTreeSet<(u32, u32, String)> = errors
         .into_iter()
         .map(|(id, name)| {
@@ -55,7 +57,7 @@ pub(crate) fn check(source: &str, program: &Program, vars: &[&str]) -> Result<()
         })
         .collect();
     if errors.is_empty() {
-        return Ok(());
+        return Ok(used);
     }
     let text: Vec<String> = errors
         .into_iter()
@@ -89,54 +91,64 @@ fn line_col(source: &str, offset: usize) -> (u32, u32) {
     (line, col)
 }
 
-fn walk(e: &IdedExpr, scope: &mut Vec<String>, errors: &mut Vec<(u64, String)>) {
+/// `scope` starts with the `declared` variables, then the macros' as they nest.
+fn walk(
+    e: &IdedExpr,
+    scope: &mut Vec<String>,
+    errors: &mut Vec<(u64, String)>,
+    used: &mut BTreeSet<String>,
+    declared: usize,
+) {
     match &e.expr {
-        Expr::Ident(name) => {
-            if !scope.iter().any(|s| s == name) && !BUILTIN_IDENTS.contains(&name.as_str()) {
-                errors.push((e.id, name.clone()));
+        Expr::Ident(name) => match scope.iter().rposition(|s| s == name) {
+            Some(i) if i < declared => {
+                used.insert(name.clone());
             }
-        }
+            Some(_) => {}
+            None if BUILTIN_IDENTS.contains(&name.as_str()) => {}
+            None => errors.push((e.id, name.clone())),
+        },
         Expr::Call(call) => {
             if let Some(t) = &call.target {
-                walk(t, scope, errors);
+                walk(t, scope, errors, used, declared);
             }
             for a in &call.args {
-                walk(a, scope, errors);
+                walk(a, scope, errors, used, declared);
             }
         }
         Expr::Comprehension(c) => {
-            walk(&c.iter_range, scope, errors);
-            walk(&c.accu_init, scope, errors);
+            walk(&c.iter_range, scope, errors, used, declared);
+            walk(&c.accu_init, scope, errors, used, declared);
             let depth = scope.len();
             scope.push(c.iter_var.clone());
             if let Some(v) = &c.iter_var2 {
                 scope.push(v.clone());
             }
             scope.push(c.accu_var.clone());
-            walk(&c.loop_cond, scope, errors);
-            walk(&c.loop_step, scope, errors);
+            walk(&c.loop_cond, scope, errors, used, declared);
+            walk(&c.loop_step, scope, errors, used, declared);
             scope.truncate(depth);
             scope.push(c.accu_var.clone());
-            walk(&c.result, scope, errors);
+            walk(&c.result, scope, errors, used, declared);
             scope.truncate(depth);
         }
-        Expr::List(l) => l.elements.iter().for_each(|x| walk(x, scope, errors)),
+        Expr::List(l) => l.elements.iter().for_each(|x| walk(x, scope, errors, used, declared)),
         Expr::Map(m) => {
             for entry in &m.entries {
                 if let EntryExpr::MapEntry(me) = &entry.expr {
-                    walk(&me.key, scope, errors);
-                    walk(&me.value, scope, errors);
+                    walk(&me.key, scope, errors, used, declared);
+                    walk(&me.value, scope, errors, used, declared);
                 }
             }
         }
         Expr::Struct(s) => {
             for entry in &s.entries {
                 if let EntryExpr::StructField(f) = &entry.expr {
-                    walk(&f.value, scope, errors);
+                    walk(&f.value, scope, errors, used, declared);
                 }
             }
         }
-        Expr::Select(s) => walk(&s.operand, scope, errors),
+        Expr::Select(s) => walk(&s.operand, scope, errors, used, declared),
         Expr::Literal(_) | Expr::Unspecified => {}
     }
 }

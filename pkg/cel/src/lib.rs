@@ -45,7 +45,7 @@ mod cost;
 mod json;
 mod library;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -210,15 +210,21 @@ fn env() -> &'static Arc<cel::Env> {
 pub struct Program {
     source: String,
     expr: Arc<cel::IdedExpr>,
+    uses: BTreeSet<String>,
 }
 
 impl Program {
     /// Compiles `expr`, whose free identifiers must be among `vars` (e.g. `["self", "oldSelf"]`).
     pub fn compile(expr: &str, vars: &[&str]) -> Result<Program, CompileError> {
         let program = env().compile(expr).map_err(|e| CompileError::new(check::format_parse_errors(&e)))?;
-        check::check(expr, &program, vars)?;
+        let uses = check::check(expr, &program, vars)?;
         let instrumented = cost::instrument(program.expression().clone());
-        Ok(Program { source: expr.to_owned(), expr: Arc::new(instrumented) })
+        Ok(Program { source: expr.to_owned(), expr: Arc::new(instrumented), uses })
+    }
+
+    /// Whether the expression refers to the declared variable `var` (e.g. `oldSelf`).
+    pub fn uses(&self, var: &str) -> bool {
+        self.uses.contains(var)
     }
 
     /// The expression as written.
@@ -268,6 +274,16 @@ impl Program {
             other => Err(EvalError::WrongType { want: "string", got: type_name(&other) }),
         }
     }
+}
+
+/// An optional value (`optional.of(v)`, or `optional.none()` for `None`), e.g. for an
+/// `oldSelf` that may be absent.
+pub fn optional(value: Option<Value>) -> Value {
+    let opt = match value {
+        Some(v) => cel::objects::OptionalValue::of(v),
+        None => cel::objects::OptionalValue::none(),
+    };
+    Value::Opaque(Arc::new(opt))
 }
 
 /// The CEL name of a value's type: `int`, `string`, `map`, ...

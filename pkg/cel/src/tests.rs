@@ -53,7 +53,16 @@ fn compile_errors_read_as_upstream() {
     );
     assert!(Program::compile("self.items.all(x, x > 0)", &["self"]).is_ok());
     assert!(Program::compile("[1].map(x, x + y)", &["self"]).is_err());
-    assert!(Program::compile("oldSelf == self", &["self", "oldSelf"]).is_ok());
+    let p = Program::compile("[1].all(x, x == self.a)", &["self", "oldSelf"]).unwrap();
+    assert!(p.uses("self") && !p.uses("oldSelf"));
+    assert!(Program::compile("oldSelf == self", &["self", "oldSelf"]).unwrap().uses("oldSelf"));
+
+    let p = Program::compile("oldSelf.hasValue() ? oldSelf.value() <= self : true", &["self", "oldSelf"]).unwrap();
+    let mut vars = Activation::new();
+    vars.bind("self", Value::Int(3)).bind("oldSelf", optional(None));
+    assert_eq!(p.eval_bool(&vars, &mut CostBudget::default()), Ok(true));
+    vars.bind("oldSelf", optional(Some(Value::Int(4))));
+    assert_eq!(p.eval_bool(&vars, &mut CostBudget::default()), Ok(false));
 }
 
 #[test]
@@ -129,4 +138,12 @@ fn the_timeout_aborts_a_slow_rule() {
     vars.bind_json("self", &json!({"items": (0..900).collect::<Vec<_>>()}));
     let mut budget = CostBudget::new(u64::MAX).with_per_call_limit(u64::MAX).with_timeout(Duration::from_millis(1));
     assert_eq!(p.eval(&vars, &mut budget), Err(EvalError::Timeout));
+}
+
+#[test]
+fn programs_are_shared_across_threads() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<Program>();
+    shareable::<CompileError>();
+    shareable::<EvalError>();
 }
