@@ -9,7 +9,8 @@
 use crate::field::FieldError;
 use crate::strategy::{DynStrategy, Strategy, Typed};
 use k8s_openapi::api::admissionregistration::v1::{
-    MatchResources, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    MatchResources, MutatingWebhookConfiguration, RuleWithOperations, ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
@@ -21,6 +22,14 @@ pub fn validating_admission_policy() -> Box<dyn DynStrategy> {
 
 pub fn validating_admission_policy_binding() -> Box<dyn DynStrategy> {
     Box::new(Typed(ValidatingAdmissionPolicyBindingStrategy))
+}
+
+pub fn mutating_webhook_configuration() -> Box<dyn DynStrategy> {
+    Box::new(Typed(MutatingWebhookConfigurationStrategy))
+}
+
+pub fn validating_webhook_configuration() -> Box<dyn DynStrategy> {
+    Box::new(Typed(ValidatingWebhookConfigurationStrategy))
 }
 
 /// Upstream's `SetDefaults_MatchResources` and `SetDefaults_Rule`.
@@ -303,6 +312,78 @@ impl Strategy for ValidatingAdmissionPolicyBindingStrategy {
     }
 }
 
+/// Upstream's `SetDefaults_Rule` for a webhook's rules.
+fn default_rules(rules: &mut Option<Vec<RuleWithOperations>>) {
+    for r in rules.iter_mut().flatten() {
+        r.scope.get_or_insert_with(|| "*".into());
+    }
+}
+
+/// A webhook's `matchConditions`: names and expressions required, names unique, expressions
+/// compiled (with `object`, `oldObject` and `request`).
+fn validate_webhook_conditions(config: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    for (i, w) in list(config, "webhooks").iter().enumerate() {
+        let path = format!("webhooks[{i}].matchConditions");
+        validate_named_expressions(
+            &mut errs,
+            list(w, "matchConditions"),
+            &path,
+            false,
+            &["object", "oldObject", "request"],
+        );
+    }
+    errs
+}
+
+/// Webhook configurations: upstream's defaults (`failurePolicy: Fail`, `matchPolicy:
+/// Equivalent`, empty selectors, `timeoutSeconds: 10`, `reinvocationPolicy: Never`, rule scope
+/// `*`) and their match conditions checked.
+pub struct MutatingWebhookConfigurationStrategy;
+
+impl Strategy for MutatingWebhookConfigurationStrategy {
+    type Object = MutatingWebhookConfiguration;
+    const PREPARES: bool = false;
+
+    fn set_defaults(&self, obj: &mut MutatingWebhookConfiguration) {
+        for w in obj.webhooks.iter_mut().flatten() {
+            w.failure_policy.get_or_insert_with(|| "Fail".into());
+            w.match_policy.get_or_insert_with(|| "Equivalent".into());
+            w.namespace_selector.get_or_insert_with(LabelSelector::default);
+            w.object_selector.get_or_insert_with(LabelSelector::default);
+            w.timeout_seconds.get_or_insert(10);
+            w.reinvocation_policy.get_or_insert_with(|| "Never".into());
+            default_rules(&mut w.rules);
+        }
+    }
+
+    fn validate(&self, obj: &MutatingWebhookConfiguration) -> Vec<FieldError> {
+        validate_webhook_conditions(&json(obj))
+    }
+}
+
+pub struct ValidatingWebhookConfigurationStrategy;
+
+impl Strategy for ValidatingWebhookConfigurationStrategy {
+    type Object = ValidatingWebhookConfiguration;
+    const PREPARES: bool = false;
+
+    fn set_defaults(&self, obj: &mut ValidatingWebhookConfiguration) {
+        for w in obj.webhooks.iter_mut().flatten() {
+            w.failure_policy.get_or_insert_with(|| "Fail".into());
+            w.match_policy.get_or_insert_with(|| "Equivalent".into());
+            w.namespace_selector.get_or_insert_with(LabelSelector::default);
+            w.object_selector.get_or_insert_with(LabelSelector::default);
+            w.timeout_seconds.get_or_insert(10);
+            default_rules(&mut w.rules);
+        }
+    }
+
+    fn validate(&self, obj: &ValidatingWebhookConfiguration) -> Vec<FieldError> {
+        validate_webhook_conditions(&json(obj))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,6 +417,26 @@ mod tests {
         let empty = json!({"metadata": {"name": "p"}, "spec": {}});
         let errs: Vec<String> = s.validate(&empty, None).expect("validates").iter().map(|e| e.field.clone()).collect();
         assert_eq!(errs, ["spec.matchConstraints", "spec.validations", "spec.auditAnnotations"]);
+    }
+
+    #[test]
+    fn webhook_configurations_are_defaulted_and_their_match_conditions_compiled() {
+        let s = Typed(ValidatingWebhookConfigurationStrategy);
+        let cfg = json!({"metadata": {"name": "w"}, "webhooks": [{"name": "a.example.com", "sideEffects": "None",
+            "admissionReviewVersions": ["v1"], "clientConfig": {"url": "https://x"},
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
+            "matchConditions": [{"name": "c", "expression": "object.metadata.name =="}]}]});
+        let n = s.normalize(cfg).expect("decodes").object;
+        let w = &n["webhooks"][0];
+        assert_eq!(
+            (w["failurePolicy"].clone(), w["matchPolicy"].clone(), w["timeoutSeconds"].clone()),
+            (json!("Fail"), json!("Equivalent"), json!(10))
+        );
+        assert_eq!(w["rules"][0]["scope"], "*");
+        let errs = s.validate(&n, None).expect("validates");
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].field, "webhooks[0].matchConditions[0].expression");
+        assert!(errs[0].detail.starts_with("compilation failed: "), "{}", errs[0].detail);
     }
 
     #[test]
