@@ -50,7 +50,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 pub use cel::Value;
-pub use json::{from_json, to_json};
+pub use json::{from_json, map, to_json};
 
 /// Upstream's `PerCallLimit`: the most one evaluation of an expression may cost.
 pub const PER_CALL_LIMIT: u64 = 1_000_000;
