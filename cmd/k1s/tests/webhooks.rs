@@ -351,3 +351,93 @@ ports: [{{name: https, port: {port}, protocol: TCP}}]
     // Webhook configurations are never sent to webhooks.
     assert!(hooks.seen("/mutate").iter().all(|r| r["kind"]["kind"] == "ConfigMap"));
 }
+
+#[test]
+fn match_conditions_reinvocation_and_equivalent_versions() {
+    let hooks = start_hooks(std::net::Ipv4Addr::LOCALHOST.into());
+    let s = Server::start();
+    let url =
+        |path: &str| json!({"url": format!("https://127.0.0.1:{}{path}", hooks.port), "caBundle": hooks.ca_bundle});
+    // A false match condition: the webhook is not called (it would deny).
+    let conditions = json!({"matchConditions": [
+        {"name": "not-exempt", "expression": "!has(object.metadata.labels) || !('exempt' in object.metadata.labels)"}]});
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        &configuration("ValidatingWebhookConfiguration", "deny.example.com", url("/validate"), conditions),
+    );
+    let denied =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "denied", "labels": {"deny": "true"}}});
+    eventually(Duration::from_secs(10), "the webhook to be called", || {
+        let out = s.kubectl_stdin(&["create", "--dry-run=server", "-f", "-"], &denied.to_string());
+        (!out.status.success()).then_some(())
+    });
+    let exempt = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": "exempt", "labels": {"deny": "true", "exempt": "yes"}}});
+    let out = s.kubectl_stdin(&["create", "-f", "-"], &exempt.to_string());
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(hooks.seen("/validate").iter().all(|r| r["name"] != "exempt"), "the webhook was not called");
+    // A condition that fails to evaluate: Fail refuses without calling the webhook.
+    let failing =
+        json!({"matchConditions": [{"name": "broken", "expression": "object.metadata.labels.missing == 'x'"}]});
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        &configuration("ValidatingWebhookConfiguration", "broken.example.com", url("/allow"), failing),
+    );
+    let refused = eventually(Duration::from_secs(10), "the failing condition to refuse", || {
+        let out = create_cm(&s, &["plain", "--from-literal=a=b"]);
+        (!out.status.success()).then_some(out)
+    });
+    assert!(
+        stderr(&refused).contains(
+            "configmaps \"plain\" is forbidden: expression 'object.metadata.labels.missing == 'x'' resulted in error"
+        ),
+        "{}",
+        stderr(&refused)
+    );
+    assert!(hooks.seen("/allow").is_empty());
+    s.ok(&["delete", "validatingwebhookconfiguration", "broken.example.com", "deny.example.com"]);
+
+    // reinvocationPolicy IfNeeded: a webhook called before another changed the object is
+    // called again.
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        &configuration(
+            "MutatingWebhookConfiguration",
+            "a.example.com",
+            url("/count"),
+            json!({"reinvocationPolicy": "IfNeeded"}),
+        ),
+    );
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        &configuration("MutatingWebhookConfiguration", "b.example.com", url("/mutate"), json!({})),
+    );
+    eventually(Duration::from_secs(10), "both mutating webhooks to be called", || {
+        let name = format!("r{}", hooks.seen("/mutate").len());
+        let _ = create_cm(&s, &[&name]);
+        (!hooks.seen("/mutate").is_empty() && !hooks.seen("/count").is_empty()).then_some(())
+    });
+    s.ok(&["create", "configmap", "reinvoked"]);
+    let calls = hooks.seen("/count").iter().filter(|r| r["name"] == "reinvoked").count();
+    assert_eq!(calls, 2, "called, then reinvoked after b changed the object");
+    s.ok(&["delete", "mutatingwebhookconfiguration", "a.example.com", "b.example.com"]);
+
+    // matchPolicy Equivalent: a rule for autoscaling/v1 sees an autoscaling/v2 request, as v1.
+    let hpa_rule = json!({"rules": [{"operations": ["CREATE"], "apiGroups": ["autoscaling"], "apiVersions": ["v1"], "resources": ["horizontalpodautoscalers"]}]});
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        &configuration("ValidatingWebhookConfiguration", "hpa.example.com", url("/hpa"), hpa_rule),
+    );
+    let hpa = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "web"},
+                     "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                              "minReplicas": 1, "maxReplicas": 3,
+                              "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}]}});
+    let review = eventually(Duration::from_secs(10), "the v1 webhook to see the v2 request", || {
+        let _ = s.kubectl_stdin(&["create", "--dry-run=server", "-f", "-"], &hpa.to_string());
+        hooks.seen("/hpa").first().cloned()
+    });
+    assert_eq!(review["kind"], json!({"group": "autoscaling", "version": "v1", "kind": "HorizontalPodAutoscaler"}));
+    assert_eq!(review["requestKind"]["version"], "v2");
+    assert_eq!(review["object"]["apiVersion"], "autoscaling/v1");
+    assert_eq!(review["object"]["spec"]["targetCPUUtilizationPercentage"], 50, "{review}");
+}

@@ -271,10 +271,10 @@ fn build() -> Vec<ResourceInfo> {
         // apiregistration.k8s.io/v1: first of the named groups, as upstream's aggregator lists it
         aggregator::APIService => e("apiservice").cat(&["api-extensions"]).subs(&["status"]), strategies::apiregistration::api_service();
         // admissionregistration.k8s.io/v1
-        a::admissionregistration::v1::MutatingWebhookConfiguration => e("mutatingwebhookconfiguration"), g::<a::admissionregistration::v1::MutatingWebhookConfiguration>();
+        a::admissionregistration::v1::MutatingWebhookConfiguration => e("mutatingwebhookconfiguration"), s::admissionregistration::mutating_webhook_configuration();
         a::admissionregistration::v1::ValidatingAdmissionPolicy => e("validatingadmissionpolicy").subs(&["status"]), s::admissionregistration::validating_admission_policy();
         a::admissionregistration::v1::ValidatingAdmissionPolicyBinding => e("validatingadmissionpolicybinding"), s::admissionregistration::validating_admission_policy_binding();
-        a::admissionregistration::v1::ValidatingWebhookConfiguration => e("validatingwebhookconfiguration"), g::<a::admissionregistration::v1::ValidatingWebhookConfiguration>();
+        a::admissionregistration::v1::ValidatingWebhookConfiguration => e("validatingwebhookconfiguration"), s::admissionregistration::validating_webhook_configuration();
         // apiextensions.k8s.io/v1
         apiext::CustomResourceDefinition => e("customresourcedefinition").short(&["crd", "crds"]).subs(&["status"]), strategies::apiextensions::custom_resource_definition();
         // apps/v1

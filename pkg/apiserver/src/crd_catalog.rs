@@ -117,7 +117,11 @@ impl CustomResources {
                 next.by_crd.insert(name, Definition { revision: d.revision, infos: d.infos.clone() });
                 continue;
             }
-            match resource_infos(&crd) {
+            let infos = resource_infos(&crd);
+            for w in k1s_api::custom::take_definition_warnings() {
+                tracing::warn!(warning = %w, "a CustomResourceDefinition validation rule that does not compile is left out");
+            }
+            match infos {
                 Ok(infos) => {
                     let infos = infos
                         .into_iter()

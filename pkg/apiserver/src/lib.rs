@@ -26,6 +26,7 @@ mod monitoring;
 mod object;
 mod pod_admission;
 pub mod pod_security;
+mod policy;
 mod quota;
 pub mod rbac;
 pub mod registry;
@@ -110,6 +111,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     let authz: Arc<dyn auth::Authorizer> =
         Arc::new(auth::UnionAuthorizer(vec![Box::new(auth::BuiltinAuthorizer), Box::new(rbac.clone())]));
     let hooks = webhooks::Webhooks::new(config.store.clone());
+    let policies = policy::Policies::new(config.store.clone());
     let chain = admission::Chain {
         mutating: vec![
             Box::new(limit_ranger::LimitRanger { store: config.store.clone() }),
@@ -125,6 +127,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
             Box::new(limit_ranger::LimitRanger { store: config.store.clone() }),
             Box::new(pod_security::PodSecurity::new(config.store.clone(), config.pod_security.clone())),
             Box::new(rbac::EscalationCheck { rbac: rbac.clone(), authz: authz.clone() }),
+            Box::new(policy::ValidatingAdmissionPolicy(policies.clone())),
             Box::new(webhooks::ValidatingWebhooks(hooks.clone())),
             Box::new(quota::ResourceQuotaAdmission::new(config.store.clone())),
         ],
@@ -169,6 +172,11 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     let mut tasks = tasks::Tasks::default();
     tasks.spawn("serving", server::serve(listener, tls, state.clone(), cancel.clone()));
     tasks.spawn("the admission webhook configuration watcher", hooks.run(cancel.clone()));
+    tasks.spawn("the ValidatingAdmissionPolicy watcher", policies.clone().run(cancel.clone()));
+    tasks.spawn(
+        "the ValidatingAdmissionPolicy status controller",
+        policy::status::run(policies, registry.clone(), cancel.clone()),
+    );
     tasks.spawn("the CustomResourceDefinition reconciler", custom_resources::run(registry.clone(), cancel.clone()));
     bootstrap(&registry).await;
     bootstrap_services(&registry, cidr, config.endpoint_ip, local_addr.port(), config.cluster_dns).await;

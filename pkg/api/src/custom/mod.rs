@@ -7,6 +7,7 @@
 //! conversion strategy; conversion webhooks are not called).
 
 pub mod columns;
+pub mod rules;
 pub mod schema;
 
 use crate::field::{FieldError, Path};
@@ -147,7 +148,11 @@ pub fn resource_infos(crd: &Value) -> Result<Vec<ResourceInfo>, DefinitionError>
             schema_name: format!("{}.{version}.{kind}", reverse_domain(group)),
             schema: empty_schema,
             has_spec,
-            strategy: Box::new(CustomStrategy { schema, has_status }),
+            strategy: Box::new(CustomStrategy {
+                rules: compiled_rules(&name, version, schema.as_ref()),
+                schema,
+                has_status,
+            }),
             custom: Some(CustomInfo {
                 crd: name.clone(),
                 storage_version: storage,
@@ -158,6 +163,27 @@ pub fn resource_infos(crd: &Value) -> Result<Vec<ResourceInfo>, DefinitionError>
         });
     }
     Ok(out)
+}
+
+/// The version's CEL rules, compiled once per definition revision; a rule that does not compile
+/// (a definition stored before rules were checked) is left out.
+fn compiled_rules(crd: &str, version: &str, schema: Option<&Value>) -> rules::Rules {
+    let Some(schema) = schema else { return rules::Rules::default() };
+    let (rules, errs) = rules::Rules::compile_lenient(schema);
+    for e in errs {
+        DEFINITION_WARNINGS.with(|w| w.borrow_mut().push(format!("{crd} {version}: {e}")));
+    }
+    rules
+}
+
+thread_local! {
+    /// Rules left out by [`compiled_rules`], for the caller to log.
+    static DEFINITION_WARNINGS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The problems met by the last [`resource_infos`] calls on this thread (rules left out).
+pub fn take_definition_warnings() -> Vec<String> {
+    DEFINITION_WARNINGS.with(|w| std::mem::take(&mut *w.borrow_mut()))
 }
 
 /// A version's schema as server-side apply reads it (see [`CustomInfo::object_schema`]).
@@ -188,6 +214,7 @@ fn reverse_domain(group: &str) -> String {
 struct CustomStrategy {
     schema: Option<Value>,
     has_status: bool,
+    rules: rules::Rules,
 }
 
 impl DynStrategy for CustomStrategy {
@@ -223,10 +250,23 @@ impl DynStrategy for CustomStrategy {
         Ok(())
     }
 
-    fn validate(&self, obj: &Value, _old: Option<&Value>) -> Result<Vec<FieldError>, DecodeError> {
+    /// The schema, then its CEL rules (on create, update and status update alike, as upstream).
+    fn validate(&self, obj: &Value, old: Option<&Value>) -> Result<Vec<FieldError>, DecodeError> {
         let mut errs = Vec::new();
         if let Some(s) = &self.schema {
             schema::validate(obj, s, &Path::new(""), &mut errs);
+        }
+        // As upstream, rules run only on a value of the schema's types.
+        if errs.iter().any(|e| e.detail.contains(" in body must be of type ")) {
+            if !self.rules.is_empty() {
+                errs.push(FieldError::invalid(
+                    "",
+                    Value::Null,
+                    "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+                ));
+            }
+        } else {
+            errs.extend(self.rules.validate(obj, old));
         }
         Ok(errs)
     }

@@ -46,6 +46,36 @@ fn whole_numbers(v: &mut serde_json::Value) {
     }
 }
 
+/// The errors of the CEL rules (`x-kubernetes-validations`) of the definition's schemas, compiled
+/// as upstream reports them: under `spec.validation.openAPIV3Schema` when every version has the
+/// same schema (upstream's internal form then holds one), else under each version's.
+fn rule_errors(crd: &CustomResourceDefinition) -> Vec<FieldError> {
+    let schemas: Vec<Option<Value>> = crd
+        .spec
+        .versions
+        .iter()
+        .map(|v| v.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()))
+        .map(|s| s.and_then(|s| serde_json::to_value(s).ok()))
+        .collect();
+    let mut errs = Vec::new();
+    let shared = schemas.windows(2).all(|w| w[0] == w[1]);
+    for (i, schema) in schemas.iter().enumerate() {
+        let Some(schema) = schema else { continue };
+        let path = if shared {
+            if i > 0 {
+                break;
+            }
+            Path::new("spec").child("validation").child("openAPIV3Schema")
+        } else {
+            Path::new("spec").child("versions").index(i).child("schema").child("openAPIV3Schema")
+        };
+        if let Err(e) = crate::custom::rules::Rules::compile(schema, &path) {
+            errs.extend(e);
+        }
+    }
+    errs
+}
+
 impl Strategy for CrdStrategy {
     type Object = CustomResourceDefinition;
 
@@ -167,6 +197,7 @@ impl Strategy for CrdStrategy {
                 Some(_) => {}
             }
         }
+        errs.extend(rule_errors(crd));
         errs
     }
 

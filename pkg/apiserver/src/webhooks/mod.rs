@@ -11,18 +11,24 @@
 //! under `Ignore`. Dry-run requests go only to webhooks without side effects. Webhook
 //! configurations themselves are never sent to webhooks, so a broken webhook cannot lock them.
 //!
-//! Not evaluated: `matchConditions` (CEL), `matchPolicy: Equivalent` (a rule matches the
-//! version it names), `reinvocationPolicy: IfNeeded`.
+//! A webhook's `matchConditions` (CEL, compiled when its configuration is loaded) are
+//! evaluated after its rules and selectors match: one false skips it, errors refuse the request
+//! under `failurePolicy: Fail` and skip it under `Ignore`. Under `matchPolicy: Equivalent` (the
+//! default) a rule naming another version of the request's resource matches, and the webhook
+//! gets the object in that version. A mutating webhook with `reinvocationPolicy: IfNeeded` is
+//! called once more when a webhook after it changed the object.
 
 pub mod client;
 pub mod rules;
 
 use crate::admission::{Attributes, MutatingPlugin, ValidatingPlugin};
 use crate::error::ApiError;
+use crate::policy::matching::{self, Matched};
+use crate::policy::validate::{conditions_match, Compiled};
 use base64::Engine as _;
 use futures::future::BoxFuture;
 use k1s_store::Store;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -31,13 +37,32 @@ const PREFIX: &str = "/registry/admissionregistration.k8s.io/";
 const MUTATING: &str = "/registry/admissionregistration.k8s.io/mutatingwebhookconfigurations/";
 const VALIDATING: &str = "/registry/admissionregistration.k8s.io/validatingwebhookconfigurations/";
 
-/// One webhook of a configuration.
-#[derive(Clone, Debug)]
+/// One webhook of a configuration, with its compiled `matchConditions`.
 struct Hook {
     webhook: Value,
+    conditions: Vec<(String, Compiled)>,
 }
 
 impl Hook {
+    fn new(webhook: Value) -> Hook {
+        let conditions = webhook
+            .get("matchConditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let name = c.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+                let source = c.get("expression").and_then(Value::as_str).unwrap_or_default();
+                (name, Compiled::new(source, crate::policy::expr::WEBHOOK_VARS))
+            })
+            .collect();
+        Hook { webhook, conditions }
+    }
+
+    fn reinvoked_if_needed(&self) -> bool {
+        self.webhook.get("reinvocationPolicy").and_then(Value::as_str) == Some("IfNeeded")
+    }
+
     fn name(&self) -> &str {
         self.webhook.get("name").and_then(Value::as_str).unwrap_or("")
     }
@@ -77,7 +102,7 @@ fn load(store: &Store, prefix: &str) -> Vec<Hook> {
         .iter()
         .filter_map(|kv| serde_json::from_slice::<Value>(&kv.value).ok())
         .flat_map(|cfg| cfg.get("webhooks").and_then(Value::as_array).cloned().unwrap_or_default())
-        .map(|webhook| Hook { webhook })
+        .map(Hook::new)
         .collect()
 }
 
@@ -121,54 +146,78 @@ impl Webhooks {
         }
     }
 
-    /// The labels of the namespace a request is in (or of the Namespace it is about).
-    fn namespace_labels(&self, attrs: &Attributes<'_>) -> Option<Value> {
-        let ns = if attrs.resource.group.is_empty() && attrs.resource.resource == "namespaces" {
-            attrs.name
-        } else {
-            attrs.namespace?
-        };
-        let kv = self.store.get(&format!("/registry/namespaces/{ns}")).ok().flatten()?;
-        let obj: Value = serde_json::from_slice(&kv.value).ok()?;
-        obj.pointer("/metadata/labels").cloned()
-    }
-
-    /// The webhooks of `hooks` this request goes to.
-    fn matching<'h>(&self, hooks: &'h [Hook], attrs: &Attributes<'_>) -> Vec<&'h Hook> {
+    /// The webhooks of `hooks` this request goes to, each with the version it matched as;
+    /// a failing `matchConditions` under `failurePolicy: Fail` refuses the request.
+    fn matching<'h>(&self, hooks: &'h [Hook], attrs: &Attributes<'_>) -> Result<Vec<(&'h Hook, Matched)>, ApiError> {
         let r = attrs.resource;
         // Webhook configurations are never subject to webhooks.
         if r.group == "admissionregistration.k8s.io" {
-            return Vec::new();
+            return Ok(Vec::new());
         }
-        let req = rules::Request {
+        let equivalents = crate::policy::equivalents(&self.store, r);
+        let req = matching::Request {
             operation: attrs.operation.as_str(),
             group: r.group,
             version: r.version,
             resource: r.resource,
             subresource: attrs.subresource,
             namespaced: r.namespaced(),
+            namespace: attrs.namespace.filter(|n| !n.is_empty()),
+            name: attrs.name,
+            object: attrs.object.as_deref(),
+            old_object: attrs.old_object,
+            equivalents: &equivalents,
         };
-        let object = attrs.object.as_deref().or(attrs.old_object);
-        let labels = object.and_then(|o| o.pointer("/metadata/labels"));
-        let mut ns_labels: Option<Option<Value>> = None;
-        hooks
-            .iter()
-            .filter(|h| {
-                let rules = h.webhook.get("rules").and_then(Value::as_array);
-                if !rules.is_some_and(|rs| rs.iter().any(|rule| rules::rule_matches(rule, &req))) {
-                    return false;
+        let namespace = std::cell::OnceCell::new();
+        let mut ns_labels = || -> Result<Option<Value>, String> {
+            let Some(ns) = req.namespace else { return Ok(None) };
+            let obj = namespace.get_or_init(|| {
+                let kv = self.store.get(&format!("/registry/namespaces/{ns}")).ok().flatten()?;
+                serde_json::from_slice::<Value>(&kv.value).ok()
+            });
+            Ok(obj.as_ref().and_then(|o| o.pointer("/metadata/labels")).cloned())
+        };
+        let mut out = Vec::new();
+        for h in hooks {
+            let w = &h.webhook;
+            let Some(rules) = w.get("rules").filter(|r| r.as_array().is_some_and(|a| !a.is_empty())) else {
+                continue;
+            };
+            let criteria = json!({
+                "namespaceSelector": w.get("namespaceSelector"),
+                "objectSelector": w.get("objectSelector"),
+                "resourceRules": rules,
+                "matchPolicy": w.get("matchPolicy"),
+            });
+            let Some(matched) = matching::matches(Some(&criteria), &req, &mut ns_labels).ok().flatten() else {
+                continue;
+            };
+            if !h.conditions.is_empty() {
+                let (object, old_object) = crate::policy::versioned(attrs, &matched).map_err(ApiError::internal)?;
+                let (version, kind) = crate::policy::matched_as(attrs, &matched);
+                let mut vars = Map::new();
+                vars.insert("object".into(), object);
+                vars.insert("oldObject".into(), old_object);
+                vars.insert("request".into(), crate::policy::request_value(attrs, version, kind));
+                match conditions_match(&h.conditions, vars, h.fails_open()) {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(e) => {
+                        tracing::warn!(webhook = h.name(), error = %e, "failed evaluating match conditions, failing closed");
+                        return Err(match attrs.name {
+                            "" => ApiError::new(
+                                403,
+                                "Forbidden",
+                                format!("{} is forbidden: {e}", crate::error::qualified_resource(r.group, r.resource)),
+                            ),
+                            name => ApiError::forbidden_message(r.group, r.resource, name, e),
+                        });
+                    }
                 }
-                if !rules::selects(h.webhook.get("objectSelector"), labels) {
-                    return false;
-                }
-                let is_namespace = r.group.is_empty() && r.resource == "namespaces";
-                if r.namespaced() || is_namespace {
-                    let l = ns_labels.get_or_insert_with(|| self.namespace_labels(attrs));
-                    return rules::selects(h.webhook.get("namespaceSelector"), l.as_ref());
-                }
-                true
-            })
-            .collect()
+            }
+            out.push((h, matched));
+        }
+        Ok(out)
     }
 
     /// Where `hook` is reached.
@@ -207,16 +256,24 @@ impl Webhooks {
         })
     }
 
-    /// The AdmissionReview request for `attrs`.
-    fn review(attrs: &Attributes<'_>, uid: &str) -> Value {
+    /// The AdmissionReview request for `attrs`, with the object in the version the webhook
+    /// matched (`object`, `old_object`).
+    fn review(attrs: &Attributes<'_>, uid: &str, matched: &Matched, object: &Value, old_object: &Value) -> Value {
         let r = attrs.resource;
         let (kind_group, kind_version, kind) =
             match attrs.subresource.and_then(|s| r.subresources.iter().find(|x| x.name == s)) {
                 Some(s) => (s.group, s.version, s.kind),
                 None => (r.group, r.version, r.kind),
             };
-        let resource = json!({"group": r.group, "version": r.version, "resource": r.resource});
-        let kind = json!({"group": kind_group, "version": kind_version, "kind": kind});
+        let request_resource = json!({"group": r.group, "version": r.version, "resource": r.resource});
+        let request_kind = json!({"group": kind_group, "version": kind_version, "kind": kind});
+        let (resource, kind) = match (&matched.version, &matched.kind) {
+            (Some(v), Some(k)) if attrs.subresource.is_none() => (
+                json!({"group": r.group, "version": v, "resource": r.resource}),
+                json!({"group": r.group, "version": v, "kind": k}),
+            ),
+            _ => (request_resource.clone(), request_kind.clone()),
+        };
         let u = attrs.user;
         let options_kind = match attrs.operation {
             crate::admission::Operation::Create => "CreateOptions",
@@ -228,13 +285,13 @@ impl Webhooks {
             "uid": uid,
             "kind": kind,
             "resource": resource,
-            "requestKind": kind,
-            "requestResource": resource,
+            "requestKind": request_kind,
+            "requestResource": request_resource,
             "name": attrs.name,
             "operation": attrs.operation.as_str(),
             "userInfo": {"username": u.name, "uid": u.uid, "groups": u.groups, "extra": u.extra},
-            "object": attrs.object.as_deref().cloned().unwrap_or(Value::Null),
-            "oldObject": attrs.old_object.cloned().unwrap_or(Value::Null),
+            "object": object,
+            "oldObject": old_object,
             "dryRun": attrs.dry_run,
         });
         if let Some(sub) = attrs.subresource {
@@ -252,7 +309,7 @@ impl Webhooks {
 
     /// Calls `hook` and gives its AdmissionResponse, or the error its failure policy decides
     /// about (`Ok(None)`: failed, and ignored).
-    async fn call(&self, hook: &Hook, attrs: &Attributes<'_>) -> Result<Option<Value>, ApiError> {
+    async fn call(&self, hook: &Hook, attrs: &Attributes<'_>, matched: &Matched) -> Result<Option<Value>, ApiError> {
         if attrs.dry_run && !hook.dry_run_safe() {
             return Err(ApiError::bad_request(format!(
                 "admission webhook \"{}\" does not support dry run",
@@ -278,7 +335,8 @@ impl Webhooks {
             .pointer("/clientConfig/caBundle")
             .and_then(Value::as_str)
             .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok());
-        let body = serde_json::to_vec(&Self::review(attrs, &uid)).unwrap_or_default();
+        let (object, old_object) = crate::policy::versioned(attrs, matched).map_err(ApiError::internal)?;
+        let body = serde_json::to_vec(&Self::review(attrs, &uid, matched, &object, &old_object)).unwrap_or_default();
         let (status, reply) = match client::post(&target, ca.as_deref(), body, hook.timeout()).await {
             Ok(x) => x,
             Err(why) => return failed(&target.url, why),
@@ -299,6 +357,45 @@ impl Webhooks {
             attrs.warn(w);
         }
         Ok(Some(response))
+    }
+}
+
+impl Webhooks {
+    /// Calls mutating `hook` and applies its patch (to the object in the version it matched
+    /// as); whether the object changed.
+    async fn mutate(&self, hook: &Hook, matched: &Matched, attrs: &mut Attributes<'_>) -> Result<bool, ApiError> {
+        let Some(response) = self.call(hook, attrs, matched).await? else { return Ok(false) };
+        if response.get("allowed").and_then(Value::as_bool) != Some(true) {
+            return Err(denied(hook, &response));
+        }
+        let Some(patch) = response.get("patch").and_then(Value::as_str) else { return Ok(false) };
+        if response.get("patchType").and_then(Value::as_str).is_some_and(|t| t != "JSONPatch") {
+            return Err(ApiError::internal(format!(
+                "unsupported patch type {:?} from webhook \"{}\"",
+                response["patchType"],
+                hook.name()
+            )));
+        }
+        let invalid = |e: String| ApiError::internal(format!("webhook \"{}\" sent an invalid patch: {e}", hook.name()));
+        let bytes = base64::engine::general_purpose::STANDARD.decode(patch).map_err(|e| invalid(e.to_string()))?;
+        let ops: json_patch::Patch = serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
+        let info = attrs.resource;
+        let Some(obj) = attrs.object.as_deref_mut() else { return Ok(false) };
+        let applying =
+            |e: String| ApiError::internal(format!("applying the patch of webhook \"{}\" failed: {e}", hook.name()));
+        let mut patched = match &matched.version {
+            Some(v) if v != info.version => {
+                k1s_api::conversion::convert(obj.clone(), info, v).map_err(|e| applying(e.to_string()))?
+            }
+            _ => obj.clone(),
+        };
+        json_patch::patch(&mut patched, &ops).map_err(|e| applying(e.to_string()))?;
+        if matched.version.as_deref().is_some_and(|v| v != info.version) {
+            patched = k1s_api::conversion::convert(patched, info, info.version).map_err(|e| applying(e.to_string()))?;
+        }
+        let changed = patched != *obj;
+        *obj = patched;
+        Ok(changed)
     }
 }
 
@@ -365,29 +462,26 @@ impl MutatingPlugin for MutatingWebhooks {
             if hooks.mutating.is_empty() {
                 return Ok(());
             }
-            for hook in self.0.matching(&hooks.mutating, attrs) {
-                let Some(response) = self.0.call(hook, attrs).await? else { continue };
-                if response.get("allowed").and_then(Value::as_bool) != Some(true) {
-                    return Err(denied(hook, &response));
+            // Upstream's reinvocation: IfNeeded webhooks called before a change are called
+            // once more, after the first round, if a later webhook changed the object.
+            let mut invoked_if_needed: Vec<usize> = Vec::new();
+            let mut reinvoke: Vec<usize> = Vec::new();
+            for round in 0..2 {
+                if round == 1 && reinvoke.is_empty() {
+                    break;
                 }
-                let Some(patch) = response.get("patch").and_then(Value::as_str) else { continue };
-                if response.get("patchType").and_then(Value::as_str).is_some_and(|t| t != "JSONPatch") {
-                    return Err(ApiError::internal(format!(
-                        "unsupported patch type {:?} from webhook \"{}\"",
-                        response["patchType"],
-                        hook.name()
-                    )));
-                }
-                let bytes = base64::engine::general_purpose::STANDARD.decode(patch).map_err(|e| {
-                    ApiError::internal(format!("webhook \"{}\" sent an invalid patch: {e}", hook.name()))
-                })?;
-                let ops: json_patch::Patch = serde_json::from_slice(&bytes).map_err(|e| {
-                    ApiError::internal(format!("webhook \"{}\" sent an invalid patch: {e}", hook.name()))
-                })?;
-                if let Some(obj) = attrs.object.as_deref_mut() {
-                    json_patch::patch(obj, &ops).map_err(|e| {
-                        ApiError::internal(format!("applying the patch of webhook \"{}\" failed: {e}", hook.name()))
-                    })?;
+                for (hook, matched) in self.0.matching(&hooks.mutating, attrs)? {
+                    let id = hooks.mutating.iter().position(|h| std::ptr::eq(h, hook)).unwrap_or(usize::MAX);
+                    if round == 1 && !reinvoke.contains(&id) {
+                        continue;
+                    }
+                    let changed = self.0.mutate(hook, &matched, attrs).await?;
+                    if changed && round == 0 {
+                        reinvoke.append(&mut invoked_if_needed);
+                    }
+                    if hook.reinvoked_if_needed() {
+                        invoked_if_needed.push(id);
+                    }
                 }
             }
             Ok(())
@@ -407,8 +501,8 @@ impl ValidatingPlugin for ValidatingWebhooks {
                 return Ok(());
             }
             // Upstream calls validating webhooks in parallel; one denial or failure rejects.
-            let calls = self.0.matching(&hooks.validating, attrs).into_iter().map(|hook| async move {
-                match self.0.call(hook, attrs).await? {
+            let calls = self.0.matching(&hooks.validating, attrs)?.into_iter().map(|(hook, matched)| async move {
+                match self.0.call(hook, attrs, &matched).await? {
                     Some(r) if r.get("allowed").and_then(Value::as_bool) != Some(true) => Err(denied(hook, &r)),
                     _ => Ok(()),
                 }
@@ -424,7 +518,7 @@ mod tests {
 
     #[test]
     fn denials_read_as_upstream_words_them() {
-        let hook = Hook { webhook: json!({"name": "deny.example.com"}) };
+        let hook = Hook::new(json!({"name": "deny.example.com"}));
         let e = denied(&hook, &json!({"allowed": false, "status": {"code": 403, "message": "no"}}));
         assert_eq!(
             (e.code, e.reason, e.message.as_str()),
@@ -444,17 +538,16 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let store = Store::open(dir.path(), k1s_store::StoreOptions::default()).expect("store");
         let w = Webhooks::new(store);
-        let hook = Hook {
-            webhook: json!({"name": "a", "timeoutSeconds": 5, "clientConfig": {"url": "https://127.0.0.1:8443/validate"}}),
-        };
+        let hook = Hook::new(
+            json!({"name": "a", "timeoutSeconds": 5, "clientConfig": {"url": "https://127.0.0.1:8443/validate"}}),
+        );
         let t = w.target(&hook).expect("target");
         assert_eq!(t.connect, "127.0.0.1:8443");
         assert_eq!(t.server_name, "127.0.0.1");
         assert_eq!(t.path, "/validate?timeout=5s");
         assert_eq!(t.url, "https://127.0.0.1:8443/validate?timeout=5s");
-        let missing = Hook {
-            webhook: json!({"name": "b", "clientConfig": {"service": {"namespace": "default", "name": "nope"}}}),
-        };
+        let missing =
+            Hook::new(json!({"name": "b", "clientConfig": {"service": {"namespace": "default", "name": "nope"}}}));
         assert_eq!(w.target(&missing), Err("service \"nope\" not found".to_string()));
     }
 }
