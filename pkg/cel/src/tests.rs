@@ -147,3 +147,18 @@ fn programs_are_shared_across_threads() {
     shareable::<CompileError>();
     shareable::<EvalError>();
 }
+
+#[test]
+fn quantity_library() {
+    assert_eq!(ok("quantity('1Gi').isGreaterThan(quantity('1G'))"), json!(true));
+    assert_eq!(ok("quantity('100m').isLessThan(quantity('1'))"), json!(true));
+    assert_eq!(ok("quantity('1k').compareTo(quantity('1000'))"), json!(0));
+    assert_eq!(ok("quantity('1.5k').asInteger()"), json!(1500));
+    assert_eq!(ok("quantity('500m').asApproximateFloat()"), json!(0.5));
+    assert_eq!(ok("quantity('1').add(quantity('500m')).isInteger()"), json!(false));
+    assert_eq!(ok("quantity('2').sub(3).sign()"), json!(-1));
+    assert_eq!(ok("isQuantity('1Mi') && !isQuantity('1Mb')"), json!(true));
+    assert_eq!(ok("quantity('1e3') == quantity('1k')"), json!(true));
+    assert!(eval("quantity('x')", json!({})).is_err());
+    assert!(eval("quantity('1m').asInteger()", json!({})).is_err());
+}
