@@ -4,7 +4,9 @@
 //! Built on the `cel` crate (parser, macros, standard library, the `strings`, `lists` and `math`
 //! extensions); this crate adds what Kubernetes declares on top (`pkg/cel/library` upstream):
 //! the Kubernetes list functions (`isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf`),
-//! regex `find`/`findAll`, and a runtime cost limit.
+//! regex `find`/`findAll`, quantities (`quantity`, `isQuantity`, `isGreaterThan`, `isLessThan`,
+//! `compareTo`, `add`, `sub`, `sign`, `isInteger`, `asInteger`, `asApproximateFloat`), and a
+//! runtime cost limit. Not yet: the `url`, `ip`, `cidr` and `format.*` libraries.
 //!
 //! ```
 //! use k1s_cel::{Activation, CostBudget, Program};
@@ -44,6 +46,7 @@ mod check;
 mod cost;
 mod json;
 mod library;
+mod quantity;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};

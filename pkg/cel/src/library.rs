@@ -52,6 +52,31 @@ fn declare(env: &mut cel::Env) -> Result<(), DeclarationError> {
         vec![STRING_TYPE, INT_TYPE],
         lift!(find_all_n),
     )?;
+    // Kubernetes quantity library (k8s.io/apiserver/pkg/cel/library/quantity.go).
+    use crate::quantity as q;
+    env.add_overload("quantity", "string_to_quantity", vec![STRING_TYPE], lift!(q::quantity))?;
+    env.add_overload("isQuantity", "is_quantity_string", vec![STRING_TYPE], lift!(q::is_quantity))?;
+    env.add_member_overload(
+        "isGreaterThan",
+        "quantity_is_greater_than",
+        DYN_TYPE,
+        vec![DYN_TYPE],
+        lift!(q::is_greater_than),
+    )?;
+    env.add_member_overload("isLessThan", "quantity_is_less_than", DYN_TYPE, vec![DYN_TYPE], lift!(q::is_less_than))?;
+    env.add_member_overload("compareTo", "quantity_compare_to", DYN_TYPE, vec![DYN_TYPE], lift!(q::compare_to))?;
+    env.add_member_overload("add", "quantity_add", DYN_TYPE, vec![DYN_TYPE], lift!(q::add))?;
+    env.add_member_overload("sub", "quantity_sub", DYN_TYPE, vec![DYN_TYPE], lift!(q::sub))?;
+    env.add_member_overload("sign", "quantity_sign", DYN_TYPE, vec![], lift!(q::sign))?;
+    env.add_member_overload("isInteger", "quantity_is_integer", DYN_TYPE, vec![], lift!(q::is_integer))?;
+    env.add_member_overload("asInteger", "quantity_as_integer", DYN_TYPE, vec![], lift!(q::as_integer))?;
+    env.add_member_overload(
+        "asApproximateFloat",
+        "quantity_as_approximate_float",
+        DYN_TYPE,
+        vec![],
+        lift!(q::as_approximate_float),
+    )?;
     Ok(())
 }
 

@@ -31,7 +31,7 @@ fn basic_expressions_on_json_maps() {
 
 #[test]
 fn bool_and_string_helpers() {
-    let p = Program::compile("self.a", &["self"]).unwrap();
+    let p = Program::compile("self.a", &["self"]).expect("ok");
     let mut vars = Activation::new();
     vars.bind_json("self", &json!({"a": "x"}));
     assert_eq!(p.eval_string(&vars, &mut CostBudget::default()), Ok("x".to_owned()));
@@ -43,21 +43,21 @@ fn bool_and_string_helpers() {
 
 #[test]
 fn compile_errors_read_as_upstream() {
-    let err = Program::compile("self.size <<", &["self"]).unwrap_err();
+    let err = Program::compile("self.size <<", &["self"]).expect_err("fails");
     assert!(err.to_string().starts_with("compilation failed: ERROR: <input>:1:"), "{err}");
     assert!(err.to_string().contains("\n | self.size <<\n | ."), "{err}");
-    let err = Program::compile("self.a == foo", &["self"]).unwrap_err();
+    let err = Program::compile("self.a == foo", &["self"]).expect_err("fails");
     assert_eq!(
         err.to_string(),
         "compilation failed: ERROR: <input>:1:11: undeclared reference to 'foo' (in container '')\n | self.a == foo\n | ..........^"
     );
     assert!(Program::compile("self.items.all(x, x > 0)", &["self"]).is_ok());
     assert!(Program::compile("[1].map(x, x + y)", &["self"]).is_err());
-    let p = Program::compile("[1].all(x, x == self.a)", &["self", "oldSelf"]).unwrap();
+    let p = Program::compile("[1].all(x, x == self.a)", &["self", "oldSelf"]).expect("ok");
     assert!(p.uses("self") && !p.uses("oldSelf"));
-    assert!(Program::compile("oldSelf == self", &["self", "oldSelf"]).unwrap().uses("oldSelf"));
+    assert!(Program::compile("oldSelf == self", &["self", "oldSelf"]).expect("ok").uses("oldSelf"));
 
-    let p = Program::compile("oldSelf.hasValue() ? oldSelf.value() <= self : true", &["self", "oldSelf"]).unwrap();
+    let p = Program::compile("oldSelf.hasValue() ? oldSelf.value() <= self : true", &["self", "oldSelf"]).expect("ok");
     let mut vars = Activation::new();
     vars.bind("self", Value::Int(3)).bind("oldSelf", optional(None));
     assert_eq!(p.eval_bool(&vars, &mut CostBudget::default()), Ok(true));
@@ -114,16 +114,16 @@ fn optionals() {
 
 #[test]
 fn the_cost_limit_aborts_a_runaway_rule() {
-    let p =
-        Program::compile("self.items.all(x, self.items.all(y, self.items.all(z, x + y + z >= 0)))", &["self"]).unwrap();
+    let p = Program::compile("self.items.all(x, self.items.all(y, self.items.all(z, x + y + z >= 0)))", &["self"])
+        .expect("ok");
     let mut vars = Activation::new();
     vars.bind_json("self", &json!({"items": (0..100).collect::<Vec<_>>()}));
-    let err = p.eval(&vars, &mut CostBudget::default()).unwrap_err();
+    let err = p.eval(&vars, &mut CostBudget::default()).expect_err("fails");
     assert_eq!(err, EvalError::CostLimitExceeded);
     assert_eq!(err.to_string(), "operation cancelled: actual cost limit exceeded");
 
     // A small budget aborts a small rule; what was used is charged.
-    let p = Program::compile("[1, 2, 3].map(x, x * 2).size() == 3", &[]).unwrap();
+    let p = Program::compile("[1, 2, 3].map(x, x * 2).size() == 3", &[]).expect("ok");
     let mut budget = CostBudget::new(100).with_per_call_limit(3);
     assert_eq!(p.eval(&Activation::new(), &mut budget), Err(EvalError::CostLimitExceeded));
     let mut budget = CostBudget::new(1000);
@@ -133,7 +133,7 @@ fn the_cost_limit_aborts_a_runaway_rule() {
 
 #[test]
 fn the_timeout_aborts_a_slow_rule() {
-    let p = Program::compile("self.items.all(x, self.items.all(y, x + y >= 0))", &["self"]).unwrap();
+    let p = Program::compile("self.items.all(x, self.items.all(y, x + y >= 0))", &["self"]).expect("ok");
     let mut vars = Activation::new();
     vars.bind_json("self", &json!({"items": (0..900).collect::<Vec<_>>()}));
     let mut budget = CostBudget::new(u64::MAX).with_per_call_limit(u64::MAX).with_timeout(Duration::from_millis(1));
@@ -146,4 +146,19 @@ fn programs_are_shared_across_threads() {
     shareable::<Program>();
     shareable::<CompileError>();
     shareable::<EvalError>();
+}
+
+#[test]
+fn quantity_library() {
+    assert_eq!(ok("quantity('1Gi').isGreaterThan(quantity('1G'))"), json!(true));
+    assert_eq!(ok("quantity('100m').isLessThan(quantity('1'))"), json!(true));
+    assert_eq!(ok("quantity('1k').compareTo(quantity('1000'))"), json!(0));
+    assert_eq!(ok("quantity('1.5k').asInteger()"), json!(1500));
+    assert_eq!(ok("quantity('500m').asApproximateFloat()"), json!(0.5));
+    assert_eq!(ok("quantity('1').add(quantity('500m')).isInteger()"), json!(false));
+    assert_eq!(ok("quantity('2').sub(3).sign()"), json!(-1));
+    assert_eq!(ok("isQuantity('1Mi') && !isQuantity('1Mb')"), json!(true));
+    assert_eq!(ok("quantity('1e3') == quantity('1k')"), json!(true));
+    assert!(eval("quantity('x')", json!({})).is_err());
+    assert!(eval("quantity('1m').asInteger()", json!({})).is_err());
 }
