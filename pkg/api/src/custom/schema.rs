@@ -6,7 +6,7 @@
 //! `x-kubernetes-preserve-unknown-fields` keeps what the schema does not name,
 //! `x-kubernetes-embedded-resource` keeps an embedded object's `apiVersion`, `kind` and
 //! `metadata`, and `x-kubernetes-int-or-string` accepts either. CEL rules
-//! (`x-kubernetes-validations`) are not evaluated.
+//! (`x-kubernetes-validations`) are evaluated by [`super::rules`].
 
 use crate::field::{FieldError, Path};
 use serde_json::{Map, Value};
