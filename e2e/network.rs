@@ -173,7 +173,8 @@ fn the_mission_path_serves_traffic_through_dns_clusterip_and_nodeports() {
 }
 
 /// `k1s server` leaves its rules in place when it exits (pods keep serving); `k1s uninstall`
-/// removes the `k1s` table, the Service CIDR routing rules and the DNS interface, and nothing else.
+/// removes the `k1s` table, the Service CIDR routing rules, the DNS interface, `cni0` and the data
+/// dir, and nothing else (a foreign nftables table stays).
 #[test]
 fn rules_survive_exit_and_uninstall_removes_only_k1s_networking() {
     let mut s = Server::start_node();
@@ -193,7 +194,15 @@ fn rules_survive_exit_and_uninstall_removes_only_k1s_networking() {
     assert!(foreign.expect("nft").success());
     s.stop();
     assert!(nft_table().contains(&cluster_ip), "rules must stay after the server exits");
-    let out = std::process::Command::new(common::k1s_bin()).arg("uninstall").output().expect("k1s uninstall");
+    // This node's folders, so that uninstall removes them and not the host's /var/lib/k1s or /etc/k1s.
+    let out = std::process::Command::new(common::k1s_bin())
+        .arg("uninstall")
+        .arg(format!("--data-dir={}", s.data_dir().display()))
+        .arg(format!("--run-dir={}", s.run_dir().display()))
+        .arg(format!("--pod-log-dir={}", s.dir.path().join("logs").display()))
+        .arg(format!("--config-dir={}", s.dir.path().join("etc").display()))
+        .output()
+        .expect("k1s uninstall");
     assert!(out.status.success(), "k1s uninstall: {}", String::from_utf8_lossy(&out.stderr));
     let listed = std::process::Command::new("nft").args(["list", "tables"]).output().expect("nft");
     let tables = String::from_utf8_lossy(&listed.stdout).to_string();
@@ -204,8 +213,10 @@ fn rules_survive_exit_and_uninstall_removes_only_k1s_networking() {
     assert!(!rules.contains("27440:") && !rules.contains("27441:"), "routing rules must be gone: {rules}");
     let dns = std::process::Command::new("ip").args(["link", "show", "k1s-dns0"]).output().expect("ip link");
     assert!(!dns.status.success(), "the DNS interface must be gone");
+    // Issue 19: the bridge k1s's CNI config creates goes too, and so does the data dir.
     let cni = std::process::Command::new("ip").args(["link", "show", "cni0"]).output().expect("ip link");
-    assert!(cni.status.success(), "the CNI bridge is not k1s's to remove");
+    assert!(!cni.status.success(), "the CNI bridge k1s created must be gone");
+    assert!(!s.data_dir().exists(), "the data dir must be gone");
 }
 
 /// hostPort through CNI portmap (the node's address and 127.0.0.1), and a hostNetwork pod that

@@ -9,6 +9,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+mod uninstall;
+
 const DEFAULT_CONFIG: &str = "/etc/k1s/config.yaml";
 
 /// mimalloc: the server allocates many short-lived JSON trees per request; glibc malloc spent
@@ -29,9 +31,11 @@ enum Command {
     Server(Box<ServerArgs>),
     /// Print version information.
     Version,
-    /// Remove the host networking k1s set up: the `k1s` nftables table, the Service CIDR routing
-    /// rules and the cluster DNS interface. Nothing else is touched (stop `k1s server` first).
-    Uninstall,
+    /// Stop k1s, its containerd and every pod (shims, mounts, network namespaces); keep the data dir.
+    Killall(uninstall::KillallArgs),
+    /// killall, then remove what k1s created on this host: nftables table, routing rules,
+    /// k1s-dns0, cni0 and the CNI state, pod logs, the data dir, /etc/k1s, the installed unit.
+    Uninstall(uninstall::UninstallArgs),
 }
 
 #[derive(Args, Debug)]
@@ -238,18 +242,8 @@ fn main() -> Result<()> {
             println!("k1s version v{} (Kubernetes v1.35 API)", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
-        Command::Uninstall => {
-            let rt =
-                tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the runtime")?;
-            let removed = rt.block_on(k1s_server::uninstall_networking());
-            for (what, result) in removed {
-                match result {
-                    Ok(()) => println!("removed {what}"),
-                    Err(e) => bail!("removing {what}: {e}"),
-                }
-            }
-            Ok(())
-        }
+        Command::Killall(args) => uninstall::killall(args),
+        Command::Uninstall(args) => uninstall::uninstall(args),
         Command::Server(args) => {
             let filter = if args.debug { "debug" } else { "info" };
             tracing_subscriber::fmt()

@@ -5,6 +5,7 @@
 
 mod agent;
 mod components;
+pub mod host_cleanup;
 
 pub use components::{Component, Disabled, UnknownComponent};
 
