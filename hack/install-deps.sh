@@ -2,7 +2,7 @@
 # Installs what k1s and its tests need on a fresh Debian/Ubuntu machine (idempotent).
 set -euo pipefail
 PKGS=(containerd runc containernetworking-plugins nftables conntrack iproute2 skopeo umoci busybox-static
-      docker-registry libclang-dev curl ca-certificates)
+      docker-registry libclang-dev curl ca-certificates lintian)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -24,4 +24,10 @@ fi
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo not found: install Rust (https://rustup.rs) first" >&2
   exit 1
+fi
+# cargo-deb builds the Debian package (hack/package.sh, e2e_install); kept out of ~/.cargo/bin.
+tools=${K1S_CARGO_TOOLS:-/var/tmp/cargo-tools}
+if ! PATH="$tools/bin:$PATH" cargo deb --version >/dev/null 2>&1; then
+  echo "cargo-deb not found: installing it into $tools" >&2
+  cargo install cargo-deb --locked --root "$tools"
 fi
