@@ -53,6 +53,7 @@ if [ -d /run/systemd/system ]; then
   wait_ready
 else
   echo "hack/install.sh: systemd is not PID 1 here: running '$k1s server' in the foreground (Ctrl-C stops it)"
+  rm -rf "${tmp:-}" # exec skips the EXIT trap
   wait_ready &
   exec "$k1s" server
 fi
