@@ -370,6 +370,7 @@ fn the_debian_package_installs_runs_a_pod_and_is_removed_and_purged() {
         .env("KUBECONFIG", node.dir.path().join("kubeconfig.yaml"))
         .env("HOME", node.dir.path())
         .stdin(Stdio::piped())
+        .stdout(Stdio::null())
         .spawn()
         .expect("kubectl apply");
     std::io::Write::write_all(&mut apply.stdin.take().expect("stdin"), pod.as_bytes()).expect("write manifest");
