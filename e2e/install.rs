@@ -301,6 +301,25 @@ impl Drop for Installed {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A failed test must not leave its pods for the next run.
+        if std::thread::panicking() {
+            let _ = Command::new(common::k1s_bin())
+                .arg("uninstall")
+                .args(node_dirs(self.dir.path()))
+                .arg(format!("--config-dir={}", self.dir.path().join("etc").display()))
+                .output();
+        }
+    }
+}
+
+/// Purges the package when the test fails after installing it, so the next run starts clean.
+struct PurgeOnFailure;
+
+impl Drop for PurgeOnFailure {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = Command::new("dpkg").args(["--purge", "k1s"]).output();
+        }
     }
 }
 
@@ -343,6 +362,7 @@ fn the_debian_package_installs_runs_a_pod_and_is_removed_and_purged() {
     let errors: Vec<&str> = report.lines().filter(|l| l.starts_with("E: ")).collect();
     assert!(errors.is_empty(), "lintian errors:\n{report}");
 
+    let _purge = PurgeOnFailure;
     run(Command::new("apt-get").args(["install", "-y", "-qq"]).arg(&deb).env("DEBIAN_FRONTEND", "noninteractive"));
     for f in PACKAGE_FILES {
         assert!(Path::new(f).exists(), "the package did not install {f}");
