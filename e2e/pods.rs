@@ -753,3 +753,30 @@ spec:
         .unwrap_or_default();
     assert_eq!(names, ["debugger", "debug-tty"]);
 }
+
+/// Issue 19: systemd (a fake `NOTIFY_SOCKET`) hears `READY=1` only once the node is Ready, not
+/// when the API starts serving, after `STATUS=` lines for the start steps.
+#[test]
+fn systemd_hears_ready_only_once_the_node_is_ready() {
+    let sock_dir = tempfile::tempdir().expect("tempdir");
+    let path = sock_dir.path().join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&path).expect("bind the notify socket");
+    sock.set_read_timeout(Some(Duration::from_secs(120))).expect("timeout");
+    let s = Server::start_node_with_env(&[("NOTIFY_SOCKET", path.to_str().expect("utf-8 path"))]);
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = sock.recv(&mut buf).unwrap_or_else(|e| panic!("no READY=1: {e}; got {seen:?}\n{}", s.logs()));
+        let msg = String::from_utf8_lossy(&buf[..n]).trim().to_string();
+        if msg == "READY=1" {
+            break;
+        }
+        seen.push(msg);
+    }
+    let ready = s.ok(&["get", "nodes", "-o", "jsonpath={.items[0].status.conditions[?(@.type==\"Ready\")].status}"]);
+    assert_eq!(ready.trim(), "True", "the node is Ready when systemd hears READY=1");
+    for step in ["STATUS=checking the host", "STATUS=starting the API server", "STATUS=starting containerd"] {
+        assert!(seen.iter().any(|m| m == step), "{step} before READY=1: {seen:?}");
+    }
+    assert!(seen.iter().any(|m| m.starts_with("STATUS=waiting for node")), "{seen:?}");
+}

@@ -1,8 +1,12 @@
 //! `k1s`: a single-node Kubernetes distribution. This binary only parses the command line and
 //! config file into `k1s_server::Config` and runs it.
 
+mod certificate;
+mod check;
+mod config_file;
+
 use anyhow::{bail, Context, Result};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory as _, Parser, Subcommand};
 use std::io::IsTerminal;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -36,6 +40,11 @@ enum Command {
     /// killall, then remove what k1s created on this host: nftables table, routing rules,
     /// k1s-dns0, cni0 and the CNI state, pod logs, the data dir, /etc/k1s, the installed unit.
     Uninstall(uninstall::UninstallArgs),
+    /// Check that this host can run `k1s server` (same flags and config file); non-zero exit
+    /// when something blocks a start.
+    Check(Box<check::CheckArgs>),
+    /// Inspect and renew the cluster's certificates.
+    Certificate(certificate::CertificateArgs),
 }
 
 #[derive(Args, Debug)]
@@ -122,62 +131,32 @@ struct ServerArgs {
     /// (logging) Turn on debug logs.
     #[arg(long, env = "K1S_DEBUG")]
     debug: bool,
-}
-
-/// Turns the config file into flags placed before the command line's, so flags win.
-fn config_file_args(path: &std::path::Path, explicit: bool) -> Result<Vec<String>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => return Ok(Vec::new()),
-        Err(e) => return Err(e).with_context(|| format!("reading config file {}", path.display())),
-    };
-    if text.trim().is_empty() {
-        return Ok(Vec::new());
-    }
-    let doc: serde_json::Value =
-        serde_saphyr::from_str(&text).with_context(|| format!("parsing config file {}", path.display()))?;
-    let Some(map) = doc.as_object() else {
-        bail!("config file {} must be a map of flag names to values", path.display())
-    };
-    let mut out = Vec::new();
-    for (k, v) in map {
-        let flag = format!("--{k}");
-        match v {
-            serde_json::Value::Array(items) => {
-                for i in items {
-                    out.push(format!("{flag}={}", scalar(i)));
-                }
-            }
-            serde_json::Value::Bool(true) => out.push(flag),
-            serde_json::Value::Bool(false) | serde_json::Value::Null => {}
-            other => out.push(format!("{flag}={}", scalar(other))),
-        }
-    }
-    Ok(out)
-}
-
-fn scalar(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
+    /// (testing only) Leaf certificates last this long instead of a year, renewed with a quarter
+    /// of it left, so tests see the background renewal. Never use it in production.
+    #[arg(long, env = "K1S_TEST_CERT_VALIDITY", value_parser = humantime::parse_duration, hide = true)]
+    test_cert_validity: Option<Duration>,
 }
 
 fn parse_cli() -> Result<Cli> {
     let argv: Vec<String> = std::env::args().collect();
     let cli = Cli::parse_from(&argv);
-    let Command::Server(args) = &cli.command else { return Ok(cli) };
+    let (config, sub) = match &cli.command {
+        Command::Server(args) => (&args.config, "server"),
+        Command::Check(args) => (&args.server.config, "check"),
+        _ => return Ok(cli),
+    };
     let explicit = argv.iter().any(|a| a == "--config" || a == "-c" || a.starts_with("--config="))
         || std::env::var_os("K1S_CONFIG_FILE").is_some();
-    let extra = config_file_args(&args.config, explicit)?;
+    let cmd = Cli::command().find_subcommand(sub).cloned().context("the subcommand's flags")?;
+    let extra = config_file::args(config, explicit, &cmd)?;
     if extra.is_empty() {
         return Ok(cli);
     }
-    let pos = argv.iter().position(|a| a == "server").map_or(argv.len(), |p| p + 1);
+    let pos = argv.iter().position(|a| a == sub).map_or(argv.len(), |p| p + 1);
     let mut merged = argv[..pos].to_vec();
     merged.extend(extra);
     merged.extend(argv[pos..].iter().cloned());
-    Cli::try_parse_from(&merged).map_err(|e| anyhow::anyhow!("config file {}: {e}", args.config.display()))
+    Cli::try_parse_from(&merged).map_err(|e| anyhow::anyhow!("config file {}: {e}", config.display()))
 }
 
 fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
@@ -226,6 +205,7 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
         compaction_interval: a.compaction_interval,
         bookmark_interval: a.bookmark_interval,
         pod_security_admission_config_file: a.pod_security_admission_config_file,
+        test_cert_validity: a.test_cert_validity,
     })
 }
 
@@ -244,6 +224,8 @@ fn main() -> Result<()> {
         }
         Command::Killall(args) => uninstall::killall(args),
         Command::Uninstall(args) => uninstall::uninstall(args),
+        Command::Check(args) => check::run(*args),
+        Command::Certificate(args) => certificate::run(args),
         Command::Server(args) => {
             let filter = if args.debug { "debug" } else { "info" };
             tracing_subscriber::fmt()

@@ -69,23 +69,24 @@ fn a_kubelet_that_stops_stops_the_server_with_a_non_zero_exit() {
     let fake = Arc::new(FakeRuntime::new());
     let dir = tempfile::tempdir().expect("tempdir");
     let (endpoint, _rt) = serve_fake(&fake, dir.path());
-    // The kubelet's port is taken: its server cannot start, so the kubelet stops.
-    let taken = std::net::TcpListener::bind("0.0.0.0:0").expect("bind");
-    let port = taken.local_addr().expect("addr").port();
+    // The kubelet cannot create its pod log dir (under a regular file), so it stops. (A taken
+    // kubelet port, the trigger before issue 19, is now refused by the preflight before start.)
+    let not_a_dir = dir.path().join("not-a-dir");
+    std::fs::write(&not_a_dir, "").expect("file");
     std::fs::write(dir.path().join("config.yaml"), "").expect("config");
     let log = std::fs::File::create(dir.path().join("server.log")).expect("log");
     let mut child = Command::new(common::k1s_bin())
         .arg("server")
         .arg(format!("--container-runtime-endpoint={endpoint}"))
         .arg("--disable=proxy,dns")
-        .arg(format!("--kubelet-port={port}"))
+        .arg("--kubelet-port=0")
         .arg("--https-listen-port=0")
         .arg("--bind-address=127.0.0.1")
         .arg("--pause-image=127.0.0.1:5000/pause:3.10")
         .arg(format!("--config={}", dir.path().join("config.yaml").display()))
         .arg(format!("--data-dir={}", dir.path().join("data").display()))
         .arg(format!("--run-dir={}", dir.path().join("run").display()))
-        .arg(format!("--pod-log-dir={}", dir.path().join("logs").display()))
+        .arg(format!("--pod-log-dir={}", not_a_dir.join("logs").display()))
         .arg(format!("--write-kubeconfig={}", dir.path().join("kubeconfig.yaml").display()))
         .env("RUST_LOG", "info")
         .stdout(Stdio::null())
@@ -110,5 +111,4 @@ fn a_kubelet_that_stops_stops_the_server_with_a_non_zero_exit() {
     assert!(!status.success(), "{logs}");
     assert!(logs.contains("kubelet stopped"), "{logs}");
     assert!(logs.contains("the kubelet stopped while the server was running"), "{logs}");
-    drop(taken);
 }

@@ -26,9 +26,16 @@ pub struct TlsMaterial {
     pub ca_pem: String,
     pub cert_pem: String,
     pub key_pem: String,
+    /// When set, the certificate presented to each new connection is read from here (the
+    /// server's renewal replaces it) and `cert_pem`/`key_pem` are not used.
+    pub reloadable: Option<k1s_pki::ServingCert>,
 }
 
 pub fn tls_config(m: &TlsMaterial) -> Result<rustls::ServerConfig, ServeError> {
+    if let Some(cert) = &m.reloadable {
+        return k1s_pki::server_config_reloadable(&m.ca_pem, cert)
+            .map_err(|e| ServeError::Tls { what: e.what, message: e.message });
+    }
     let material =
         k1s_pki::ServingMaterial { ca_pem: m.ca_pem.clone(), cert_pem: m.cert_pem.clone(), key_pem: m.key_pem.clone() };
     k1s_pki::server_config(&material).map_err(|e| ServeError::Tls { what: e.what, message: e.message })

@@ -89,6 +89,7 @@ impl Node {
                 ca_pem: String::new(),
                 cert_pem: String::new(),
                 key_pem: String::new(),
+                reloadable: None,
             },
         };
         let shared = Arc::new(Shared {

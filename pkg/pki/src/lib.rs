@@ -2,12 +2,16 @@
 //! certificates for the admin and for every built-in component, and kubeconfig rendering.
 //!
 //! Everything is kept under `<data-dir>/server/tls` and reused on restart; the serving
-//! certificate is re-issued when the requested SANs change. It must never depend on the API
-//! server or the store.
+//! certificate is re-issued when the requested SANs change. Leaf certificates last
+//! [`Validity::leaf`] (a year) and are re-issued when less than [`Validity::renew_before`]
+//! (90 days) is left; the CAs last ten years. It must never depend on the API server or the
+//! store.
 
+mod inventory;
 mod serving;
 
-pub use serving::{server_config, ServingError, ServingMaterial};
+pub use inventory::{dates, list, renew_due, rotate, CertInfo, Rotated};
+pub use serving::{server_config, server_config_reloadable, ServingCert, ServingError, ServingMaterial};
 
 use base64::Engine as _;
 use rcgen::{
@@ -41,14 +45,56 @@ pub struct CertPair {
 }
 
 /// The cluster PKI rooted at one CA.
+#[derive(Clone)]
 pub struct Pki {
     dir: PathBuf,
+    validity: Validity,
     pub ca: CertPair,
     pub serving: CertPair,
 }
 
 const VALIDITY_CA_DAYS: i64 = 3650;
 const VALIDITY_LEAF_DAYS: i64 = 365;
+const RENEW_BEFORE_DAYS: i64 = 90;
+
+/// How long leaf certificates last and when they are re-issued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Validity {
+    /// Lifetime of a new leaf certificate.
+    pub leaf: std::time::Duration,
+    /// A leaf certificate with less than this left is re-issued.
+    pub renew_before: std::time::Duration,
+}
+
+impl Default for Validity {
+    /// A year, renewed with 90 days left (as k3s).
+    fn default() -> Self {
+        Validity {
+            leaf: std::time::Duration::from_secs(VALIDITY_LEAF_DAYS as u64 * 86400),
+            renew_before: std::time::Duration::from_secs(RENEW_BEFORE_DAYS as u64 * 86400),
+        }
+    }
+}
+
+impl Validity {
+    /// For tests only: leaf certificates lasting `leaf`, renewed with the same share of their
+    /// life left as in production (90 of 365 days).
+    pub fn for_testing(leaf: std::time::Duration) -> Self {
+        let renew_before = leaf.mul_f64(RENEW_BEFORE_DAYS as f64 / VALIDITY_LEAF_DAYS as f64);
+        Validity { leaf, renew_before }
+    }
+
+    /// How often a running server looks at its certificates: a 24th of a lifetime, at most a
+    /// minute (so that `k1s certificate rotate` is picked up quickly), at least a second.
+    pub fn check_every(&self) -> std::time::Duration {
+        (self.leaf / 24).clamp(std::time::Duration::from_secs(1), std::time::Duration::from_secs(60))
+    }
+
+    /// Whether a certificate ending at `not_after` (unix seconds) is due for renewal.
+    pub fn due(&self, not_after: i64) -> bool {
+        not_after < OffsetDateTime::now_utc().unix_timestamp() + self.renew_before.as_secs() as i64
+    }
+}
 
 fn write_private(path: &Path, contents: &str, mode: u32) -> Result<(), PkiError> {
     let err = |source| PkiError::Write { path: path.to_path_buf(), source };
@@ -75,7 +121,7 @@ fn gen_err(name: &str) -> impl Fn(rcgen::Error) -> PkiError + '_ {
     move |source| PkiError::Generate { name: name.to_string(), source }
 }
 
-fn leaf_params(cn: &str, orgs: &[&str]) -> CertificateParams {
+fn leaf_params(cn: &str, orgs: &[&str], validity: &Validity) -> CertificateParams {
     let mut p = CertificateParams::default();
     p.distinguished_name = rcgen::DistinguishedName::new();
     p.distinguished_name.push(DnType::CommonName, cn);
@@ -84,17 +130,25 @@ fn leaf_params(cn: &str, orgs: &[&str]) -> CertificateParams {
     }
     let now = OffsetDateTime::now_utc();
     p.not_before = now - Duration::hours(1);
-    p.not_after = now + Duration::days(VALIDITY_LEAF_DAYS);
+    p.not_after = now + Duration::try_from(validity.leaf).unwrap_or(Duration::days(VALIDITY_LEAF_DAYS));
     p.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
     p.use_authority_key_identifier_extension = true;
     p
 }
 
-/// SANs of a PEM certificate, as strings (DNS names and IP addresses).
-fn cert_sans(pem: &str, path: &Path) -> Result<Vec<String>, PkiError> {
+/// SANs of a PEM certificate, as strings (DNS names and IP addresses); none when it is due for
+/// renewal, so that the caller re-issues it.
+fn cert_sans(pem: &str, path: &Path, validity: &Validity) -> Result<Vec<String>, PkiError> {
     let parse = |message: String| PkiError::Parse { path: path.to_path_buf(), message };
     let (_, p) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).map_err(|e| parse(e.to_string()))?;
     let cert = p.parse_x509().map_err(|e| parse(e.to_string()))?;
+    if validity.due(cert.validity().not_after.timestamp()) {
+        return Ok(Vec::new());
+    }
+    Ok(sans_of(&cert))
+}
+
+fn sans_of(cert: &x509_parser::certificate::X509Certificate<'_>) -> Vec<String> {
     let mut out = Vec::new();
     if let Ok(Some(san)) = cert.subject_alternative_name() {
         for n in &san.value.general_names {
@@ -109,54 +163,33 @@ fn cert_sans(pem: &str, path: &Path) -> Result<Vec<String>, PkiError> {
             }
         }
     }
-    if cert.validity().not_after.timestamp() < OffsetDateTime::now_utc().unix_timestamp() + 30 * 86400 {
-        // Expiring within 30 days: report no SANs so the caller re-issues.
-        return Ok(Vec::new());
-    }
-    Ok(out)
+    out
 }
 
 impl Pki {
     /// Loads the PKI under `dir`, creating what is missing. `sans` are the serving certificate's
     /// subject alternative names (IPs and DNS names); it is re-issued when they change.
     pub fn ensure(dir: &Path, sans: &[String]) -> Result<Pki, PkiError> {
+        Self::ensure_with(dir, sans, Validity::default())
+    }
+
+    /// [`Pki::ensure`] with leaf certificates lasting `validity`.
+    pub fn ensure_with(dir: &Path, sans: &[String], validity: Validity) -> Result<Pki, PkiError> {
         let ca = ensure_ca(dir, "server-ca", "k1s-server-ca")?;
-        let mut pki = Pki { dir: dir.to_path_buf(), serving: ca.clone(), ca };
-        let srv_crt = dir.join("serving-kube-apiserver.crt");
-        let srv_key = dir.join("serving-kube-apiserver.key");
-        let mut wanted: Vec<String> = sans.to_vec();
-        wanted.sort();
-        wanted.dedup();
-        pki.serving = match (read(&srv_crt)?, read(&srv_key)?) {
-            (Some(cert_pem), Some(key_pem))
-                if {
-                    let mut have = cert_sans(&cert_pem, &srv_crt)?;
-                    have.sort();
-                    have.dedup();
-                    have == wanted
-                } =>
-            {
-                CertPair { cert_pem, key_pem }
-            }
-            _ => {
-                let mut p = leaf_params("kube-apiserver", &[]);
-                p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-                p.subject_alt_names = wanted
-                    .iter()
-                    .map(|s| match s.parse::<IpAddr>() {
-                        Ok(ip) => Ok(SanType::IpAddress(ip)),
-                        Err(_) => s.clone().try_into().map(SanType::DnsName),
-                    })
-                    .collect::<Result<_, _>>()
-                    .map_err(gen_err("serving"))?;
-                let pair = pki.sign(p, "serving")?;
-                write_private(&srv_key, &pair.key_pem, 0o600)?;
-                write_private(&srv_crt, &pair.cert_pem, 0o644)?;
-                tracing::info!(sans = ?wanted, "issued API server serving certificate");
-                pair
-            }
-        };
+        let mut pki = Pki { dir: dir.to_path_buf(), validity, serving: ca.clone(), ca };
+        pki.serving = pki.api_serving(sans)?;
         Ok(pki)
+    }
+
+    /// The API server's serving certificate (`serving-kube-apiserver.crt`) for `sans`, re-issued
+    /// when they change or it is due for renewal (also when `k1s certificate rotate` replaced it
+    /// on disk: the files are read every time).
+    pub fn api_serving(&self, sans: &[String]) -> Result<CertPair, PkiError> {
+        self.serving("kube-apiserver", "kube-apiserver", sans)
+    }
+
+    pub fn validity(&self) -> Validity {
+        self.validity
     }
 
     fn sign(&self, params: CertificateParams, name: &str) -> Result<CertPair, PkiError> {
@@ -173,6 +206,7 @@ impl Pki {
         let crt = self.dir.join("client-front-proxy.crt");
         let key = self.dir.join("client-front-proxy.key");
         if let (Some(cert_pem), Some(key_pem)) = (read(&crt)?, read(&key)?) {
+            let validity = self.validity;
             let issued_by_ca = x509_parser::pem::parse_x509_pem(ca.cert_pem.as_bytes())
                 .ok()
                 .and_then(|(_, ca_pem)| {
@@ -183,12 +217,13 @@ impl Pki {
                 })
                 .unwrap_or(false);
             if issued_by_ca
-                && client_subject(&cert_pem).as_deref() == Some(&subject_string(FRONT_PROXY_CLIENT_NAME, &[]))
+                && client_subject(&cert_pem, &validity).as_deref()
+                    == Some(&subject_string(FRONT_PROXY_CLIENT_NAME, &[]))
             {
                 return Ok(FrontProxy { ca, client: CertPair { cert_pem, key_pem } });
             }
         }
-        let mut p = leaf_params(FRONT_PROXY_CLIENT_NAME, &[]);
+        let mut p = leaf_params(FRONT_PROXY_CLIENT_NAME, &[], &self.validity);
         p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         let client = sign_with(&ca, p, "front-proxy-client")?;
         write_private(&key, &client.key_pem, 0o600)?;
@@ -205,14 +240,14 @@ impl Pki {
         wanted.sort();
         wanted.dedup();
         if let (Some(cert_pem), Some(key_pem)) = (read(&crt)?, read(&key)?) {
-            let mut have = cert_sans(&cert_pem, &crt)?;
+            let mut have = cert_sans(&cert_pem, &crt, &self.validity)?;
             have.sort();
             have.dedup();
             if have == wanted {
                 return Ok(CertPair { cert_pem, key_pem });
             }
         }
-        let mut p = leaf_params(cn, &[]);
+        let mut p = leaf_params(cn, &[], &self.validity);
         p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         p.subject_alt_names = wanted
             .iter()
@@ -225,6 +260,7 @@ impl Pki {
         let pair = self.sign(p, file)?;
         write_private(&key, &pair.key_pem, 0o600)?;
         write_private(&crt, &pair.cert_pem, 0o644)?;
+        tracing::info!(path = %crt.display(), sans = ?wanted, "issued a serving certificate");
         Ok(pair)
     }
 
@@ -234,15 +270,16 @@ impl Pki {
         let crt = self.dir.join(format!("client-{file}.crt"));
         let key = self.dir.join(format!("client-{file}.key"));
         if let (Some(cert_pem), Some(key_pem)) = (read(&crt)?, read(&key)?) {
-            if client_subject(&cert_pem).as_deref() == Some(&subject_string(cn, orgs)) {
+            if client_subject(&cert_pem, &self.validity).as_deref() == Some(&subject_string(cn, orgs)) {
                 return Ok(CertPair { cert_pem, key_pem });
             }
         }
-        let mut p = leaf_params(cn, orgs);
+        let mut p = leaf_params(cn, orgs, &self.validity);
         p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         let pair = self.sign(p, file)?;
         write_private(&key, &pair.key_pem, 0o600)?;
         write_private(&crt, &pair.cert_pem, 0o644)?;
+        tracing::info!(path = %crt.display(), "issued a client certificate");
         Ok(pair)
     }
 
@@ -316,10 +353,11 @@ fn subject_string(cn: &str, orgs: &[&str]) -> String {
     format!("{cn}|{}", orgs.join(","))
 }
 
-fn client_subject(pem: &str) -> Option<String> {
+/// `CN|org,org` of a client certificate; `None` when it is due for renewal.
+fn client_subject(pem: &str, validity: &Validity) -> Option<String> {
     let (_, p) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).ok()?;
     let cert = p.parse_x509().ok()?;
-    if cert.validity().not_after.timestamp() < OffsetDateTime::now_utc().unix_timestamp() + 30 * 86400 {
+    if validity.due(cert.validity().not_after.timestamp()) {
         return None;
     }
     let cn = cert.subject().iter_common_name().next()?.as_str().ok()?.to_string();
@@ -354,7 +392,7 @@ mod tests {
         let pki = Pki::ensure(dir.path(), &["127.0.0.1".to_string()]).expect("pki");
         let fp = pki.front_proxy().expect("front proxy");
         assert_ne!(fp.ca.cert_pem, pki.ca.cert_pem, "not the cluster CA");
-        assert_eq!(client_subject(&fp.client.cert_pem).as_deref(), Some("front-proxy-client|"));
+        assert_eq!(client_subject(&fp.client.cert_pem, &Validity::default()).as_deref(), Some("front-proxy-client|"));
         let again = Pki::ensure(dir.path(), &["127.0.0.1".to_string()]).expect("pki").front_proxy().expect("again");
         assert_eq!((again.ca.cert_pem, again.client.cert_pem), (fp.ca.cert_pem, fp.client.cert_pem));
     }
@@ -393,7 +431,10 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let pki = Pki::ensure(dir.path(), &["127.0.0.1".to_string()]).expect("create");
         let admin = pki.client("admin", "system:admin", &["system:masters"]).expect("admin");
-        assert_eq!(client_subject(&admin.cert_pem).as_deref(), Some("system:admin|system:masters"));
+        assert_eq!(
+            client_subject(&admin.cert_pem, &Validity::default()).as_deref(),
+            Some("system:admin|system:masters")
+        );
         let again = pki.client("admin", "system:admin", &["system:masters"]).expect("admin");
         assert_eq!(admin.cert_pem, again.cert_pem);
         let kc = kubeconfig("https://127.0.0.1:6443", &pki.ca.cert_pem, &admin);

@@ -30,12 +30,14 @@ pub enum AgentError {
     Cri { endpoint: String, source: k1s_cri::CriError },
 }
 
-/// Starts containerd (unless an endpoint is given) and the kubelet.
+/// Starts containerd (unless an endpoint is given) and the kubelet. The kubelet's serving
+/// certificate slot joins `reloadable` (file, slot) for the certificate renewal.
 pub async fn start(
     config: &Config,
     pki: &Pki,
     cred_dir: &Path,
     api_url: &str,
+    reloadable: &mut Vec<(std::path::PathBuf, k1s_pki::ServingCert)>,
     cancel: CancellationToken,
 ) -> Result<Vec<Running>, ServerError> {
     let mut tasks = Vec::new();
@@ -57,6 +59,7 @@ pub async fn start(
             registries.write_hosts_dir(&cc.registry_config_dir).map_err(AgentError::from)?;
             cc.write().map_err(AgentError::from)?;
             ensure_shared_mount(&kubelet_root).map_err(AgentError::from)?;
+            crate::systemd::status("starting containerd");
             let handle = Supervisor::new(SupervisorConfig::for_config(&cc))
                 .start(cancel.clone())
                 .await
@@ -70,6 +73,7 @@ pub async fn start(
             ep
         }
     };
+    crate::systemd::status("connecting to the container runtime");
     let runtime = Arc::new(
         k1s_cri::RemoteRuntime::connect(&endpoint)
             .await
@@ -86,6 +90,8 @@ pub async fn start(
         sans.push(host);
     }
     let serving = pki.serving("kubelet", &format!("system:node:{}", config.node_name), &sans)?;
+    let slot = k1s_pki::ServingCert::new(&serving.cert_pem, &serving.key_pem).map_err(ServerError::Serving)?;
+    reloadable.push((pki.dir().join("serving-kubelet.crt"), slot.clone()));
     let kubelet_config = k1s_kubelet::Config {
         node_name: node,
         node_ip: config.node_ip,
@@ -107,8 +113,10 @@ pub async fn start(
             ca_pem: pki.ca.cert_pem.clone(),
             cert_pem: serving.cert_pem,
             key_pem: serving.key_pem,
+            reloadable: Some(slot),
         },
     };
+    crate::systemd::status("starting the kubelet");
     let cancel_k = cancel.clone();
     let images = runtime.clone();
     tasks.push(Running::spawn("the kubelet", async move {

@@ -1,11 +1,16 @@
 //! k1s-server: the composition root. Turns a validated [`Config`] into a running node:
-//! data dir ▶ store ▶ PKI ▶ API server ▶ kubeconfig ▶ readiness (sd_notify) ▶ components.
+//! preflight ▶ data dir ▶ store ▶ PKI ▶ API server ▶ kubeconfig ▶ components ▶ readiness
+//! (sd_notify `READY=1`: the API serves, and with the agent the node is Ready) ▶ certificate
+//! renewal.
 //!
 //! It never parses command lines (that is the binary's job) and holds no global state.
 
 mod agent;
+mod certificates;
 mod components;
 pub mod host_cleanup;
+pub mod preflight;
+pub mod systemd;
 
 pub use components::{Component, Disabled, UnknownComponent};
 
@@ -57,10 +62,36 @@ pub struct Config {
     /// `PodSecurityConfiguration` (or an `AdmissionConfiguration` holding one); `None`: the
     /// defaults (privileged, `kube-system` exempt).
     pub pod_security_admission_config_file: Option<PathBuf>,
+    /// For tests only: leaf certificates last this long (and are renewed with a quarter of it
+    /// left) instead of a year.
+    pub test_cert_validity: Option<Duration>,
+}
+
+impl Config {
+    /// What preflight checks for this configuration.
+    pub fn preflight_options(&self) -> preflight::Options {
+        preflight::Options {
+            data_dir: self.data_dir.clone(),
+            bind_address: self.bind_address,
+            https_listen_port: self.https_listen_port,
+            agent: !self.disable_agent,
+            own_containerd: self.container_runtime_endpoint.is_none(),
+            proxy: !self.disable.contains(Component::Proxy),
+            kubelet_port: self.kubelet_port,
+            cni_bin_dir: k1s_kubelet::containerd::DEFAULT_CNI_BIN_DIR.into(),
+            node_port_range: None,
+        }
+    }
+
+    fn cert_validity(&self) -> k1s_pki::Validity {
+        self.test_cert_validity.map(k1s_pki::Validity::for_testing).unwrap_or_default()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
+    #[error(transparent)]
+    Preflight(#[from] preflight::PreflightFailed),
     #[error("preparing data dir {path}: {source}")]
     DataDir { path: PathBuf, source: std::io::Error },
     #[error("opening the store: {0}")]
@@ -77,6 +108,8 @@ pub enum ServerError {
     Agent(#[from] agent::AgentError),
     #[error("loading the PodSecurity admission configuration: {0}")]
     PodSecurity(k1s_apiserver::pod_security::ConfigError),
+    #[error("loading the API serving certificate: {0}")]
+    Serving(#[source] k1s_pki::ServingError),
     #[error("{component} stopped while the server was running; exiting rather than serving half-alive")]
     ComponentStopped { component: &'static str },
 }
@@ -139,30 +172,16 @@ pub fn default_node_name() -> String {
     hostname().to_lowercase()
 }
 
-/// Tells systemd we are ready (`Type=notify`), if it is listening.
-fn sd_notify_ready() {
-    let Ok(path) = std::env::var("NOTIFY_SOCKET") else { return };
-    let sock = match std::os::unix::net::UnixDatagram::unbound() {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!(error = %e, "sd_notify: socket");
-            return;
-        }
-    };
-    let res = if let Some(abstract_name) = path.strip_prefix('@') {
-        use std::os::linux::net::SocketAddrExt;
-        std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())
-            .and_then(|a| sock.send_to_addr(b"READY=1\n", &a))
-    } else {
-        sock.send_to(b"READY=1\n", &path)
-    };
-    if let Err(e) = res {
-        tracing::warn!(error = %e, "sd_notify failed");
-    }
-}
-
 /// Runs k1s until `cancel` fires.
 pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), ServerError> {
+    // Pings from the start: containerd and the node can take a while to come up.
+    let watchdog = systemd::spawn_watchdog(cancel.clone());
+    systemd::status("checking the host");
+    let report = preflight::run(&config.preflight_options(), &preflight::System).into_result()?;
+    for f in report.findings.iter().filter(|f| f.level == preflight::Level::Warn) {
+        tracing::warn!(check = %f.name, fix = f.fix.as_deref().unwrap_or_default(), "preflight: {}", f.detail);
+    }
+    systemd::status("opening the store");
     let server_dir = config.data_dir.join("server");
     let mkdir =
         |p: &PathBuf| std::fs::create_dir_all(p).map_err(|source| ServerError::DataDir { path: p.clone(), source });
@@ -191,7 +210,16 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     if !config.bind_address.is_unspecified() {
         sans.push(config.bind_address.to_string());
     }
-    let pki = Pki::ensure(&server_dir.join("tls"), &sans)?;
+    let tls_dir = server_dir.join("tls");
+    systemd::status(if tls_dir.join("server-ca.crt").exists() {
+        "checking certificates"
+    } else {
+        "generating the cluster CA and certificates"
+    });
+    let validity = config.cert_validity();
+    let pki = Pki::ensure_with(&tls_dir, &sans, validity)?;
+    let serving =
+        k1s_pki::ServingCert::new(&pki.serving.cert_pem, &pki.serving.key_pem).map_err(ServerError::Serving)?;
     let admin = pki.client("admin", "system:admin", &["system:masters"])?;
     let service_account =
         k1s_apiserver::serviceaccount::TokenConfig::for_cluster_domain(pki.service_account_key()?, domain);
@@ -203,6 +231,7 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
         Some(path) => k1s_apiserver::pod_security::Config::load(path).map_err(ServerError::PodSecurity)?,
         None => k1s_apiserver::pod_security::Config::default(),
     };
+    systemd::status("starting the API server");
     let api = k1s_apiserver::start(
         k1s_apiserver::Config {
             listen: SocketAddr::new(config.bind_address, config.https_listen_port),
@@ -210,6 +239,7 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
                 ca_pem: pki.ca.cert_pem.clone(),
                 cert_pem: pki.serving.cert_pem.clone(),
                 key_pem: pki.serving.key_pem.clone(),
+                reloadable: Some(serving.clone()),
             },
             store: store.clone(),
             advertise: config
@@ -240,16 +270,80 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     let kubeconfig = k1s_pki::kubeconfig(&format!("https://127.0.0.1:{port}"), &pki.ca.cert_pem, &admin);
     k1s_pki::write_kubeconfig(&config.write_kubeconfig, &kubeconfig, config.write_kubeconfig_mode)?;
     tracing::info!(path = %config.write_kubeconfig.display(), port, "wrote kubeconfig");
-    sd_notify_ready();
+    if config.disable_agent {
+        systemd::notify("READY=1");
+        systemd::status("the API serves (no node agent)");
+    }
 
     let compactor = tokio::spawn(compact_periodically(store.clone(), config.compaction_interval, cancel.clone()));
     let api_url = format!("https://127.0.0.1:{port}");
-    let mut components = start_components(&config, &pki, &server_dir, &api_url, cancel.clone()).await?;
+    let mut reloadable = vec![(tls_dir.join("serving-kube-apiserver.crt"), serving)];
+    let mut components =
+        start_components(&config, &pki, &server_dir, &api_url, &mut reloadable, cancel.clone()).await?;
     components.push(Running { name: "the API server", task: api.task });
+    let ready = (!config.disable_agent).then(|| {
+        systemd::status(&format!("waiting for node {} to be Ready", config.node_name));
+        tokio::spawn(notify_when_node_ready(config.write_kubeconfig.clone(), config.node_name.clone(), cancel.clone()))
+    });
+    let mut kubeconfigs = vec![certificates::Kubeconfig {
+        file: "admin".into(),
+        path: config.write_kubeconfig.clone(),
+        mode: config.write_kubeconfig_mode,
+    }];
+    let cred = server_dir.join("cred");
+    for file in ["controller", "scheduler", "kubelet", "proxy", "dns"] {
+        let path = cred.join(format!("{file}.kubeconfig"));
+        if path.exists() {
+            kubeconfigs.push(certificates::Kubeconfig { file: file.into(), path, mode: 0o600 });
+        }
+    }
+    let renewal =
+        certificates::Renewal::new(tls_dir, validity, pki.ca.cert_pem.clone(), api_url, reloadable, kubeconfigs);
+    let renewer = tokio::spawn(certificates::renew_periodically(renewal, cancel.clone()));
     let result = supervise(components, &cancel, Duration::from_secs(10)).await;
+    systemd::notify("STOPPING=1");
     tracing::info!("shutting down");
     let _ = compactor.await;
+    let _ = renewer.await;
+    for t in [ready, watchdog].into_iter().flatten() {
+        let _ = t.await;
+    }
     result
+}
+
+/// Sends `READY=1` once the node reports Ready (watching it with the admin's credentials).
+async fn notify_when_node_ready(kubeconfig: PathBuf, node: String, cancel: CancellationToken) {
+    use k8s_openapi::api::core::v1::Node;
+    let ready = |n: Option<&Node>| {
+        n.and_then(|n| n.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready"))
+            .is_some_and(|c| c.status == "True")
+    };
+    loop {
+        let attempt = async {
+            let client = k1s_runtime::connect(&kubeconfig, &k1s_runtime::user_agent("k1s-server"))
+                .await
+                .map_err(|e| e.to_string())?;
+            kube::runtime::wait::await_condition(kube::Api::<Node>::all(client), &node, ready)
+                .await
+                .map_err(|e| e.to_string())
+        };
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            r = attempt => match r {
+                Ok(_) => {
+                    tracing::info!(node = %node, "node Ready: notifying systemd");
+                    systemd::notify("READY=1");
+                    systemd::status(&format!("node {node} Ready"));
+                    return;
+                }
+                Err(e) => tracing::warn!(error = %e, "watching the node for readiness; retrying"),
+            },
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
 }
 
 /// A built-in component: the file its credentials are kept in, its user (CN and
@@ -284,6 +378,7 @@ async fn start_components(
     pki: &Pki,
     server_dir: &std::path::Path,
     api_url: &str,
+    reloadable: &mut Vec<(PathBuf, k1s_pki::ServingCert)>,
     cancel: CancellationToken,
 ) -> Result<Vec<Running>, ServerError> {
     let cred = server_dir.join("cred");
@@ -322,7 +417,7 @@ async fn start_components(
         tasks.push(Running::spawn("the scheduler", k1s_scheduler::run(client, cancel.clone())));
     }
     if !config.disable_agent {
-        tasks.extend(agent::start(config, pki, &cred, api_url, cancel.clone()).await?);
+        tasks.extend(agent::start(config, pki, &cred, api_url, reloadable, cancel.clone()).await?);
         if !disabled(config, Component::Proxy) {
             let client = component_client(
                 pki,
@@ -387,6 +482,20 @@ async fn compact_periodically(store: Store, every: Duration, cancel: Cancellatio
         }
         previous = store.current_revision();
     }
+}
+
+/// The certificates under `data_dir` (`server/tls`), for `k1s certificate check`.
+pub fn certificates(data_dir: &std::path::Path) -> Result<Vec<k1s_pki::CertInfo>, k1s_pki::PkiError> {
+    k1s_pki::list(&data_dir.join("server").join("tls"))
+}
+
+/// `k1s certificate rotate`: re-issues the leaf certificates under `data_dir` (those of
+/// `service` only, when given) for the usual validity.
+pub fn rotate_certificates(
+    data_dir: &std::path::Path,
+    service: Option<&str>,
+) -> Result<Vec<k1s_pki::Rotated>, k1s_pki::PkiError> {
+    k1s_pki::rotate(&data_dir.join("server").join("tls"), service, k1s_pki::Validity::default())
 }
 
 /// The node's own address: the first global IPv4 address of a non-k1s interface.

@@ -26,6 +26,8 @@ pub struct Server {
     agent: bool,
     /// Without an agent: whether the controllers run too (the scheduler never does).
     controllers: bool,
+    /// Extra environment of the server process.
+    env: Vec<(String, String)>,
 }
 
 impl Server {
@@ -54,6 +56,7 @@ impl Server {
             extra: extra.iter().map(|s| s.to_string()).collect(),
             agent: false,
             controllers: false,
+            env: Vec::new(),
         };
         s.spawn();
         s
@@ -71,7 +74,7 @@ impl Server {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("config.yaml"), "").expect("config");
         std::fs::create_dir_all(dir.path().join("home")).expect("home");
-        Server { dir, child: None, port: 0, extra: Vec::new(), agent: false, controllers: false }
+        Server { dir, child: None, port: 0, extra: Vec::new(), agent: false, controllers: false, env: Vec::new() }
     }
 
     /// A whole node: control plane, containerd and kubelet, using the local registry's images.
@@ -81,9 +84,22 @@ impl Server {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("config.yaml"), "").expect("config");
         std::fs::create_dir_all(dir.path().join("home")).expect("home");
-        let mut s = Server { dir, child: None, port: 0, extra: Vec::new(), agent: true, controllers: true };
+        let mut s =
+            Server { dir, child: None, port: 0, extra: Vec::new(), agent: true, controllers: true, env: Vec::new() };
         s.spawn();
         s.wait_node_ready();
+        s
+    }
+
+    /// A whole node with extra environment for the server (e.g. `NOTIFY_SOCKET`), returned as
+    /// soon as the API serves, without waiting for the node.
+    pub fn start_node_with_env(env: &[(&str, &str)]) -> Server {
+        node_prerequisites();
+        let mut s = Self::start_unspawned();
+        s.agent = true;
+        s.controllers = true;
+        s.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        s.spawn();
         s
     }
 
@@ -145,6 +161,7 @@ impl Server {
             .arg(format!("--data-dir={}", self.data_dir().display()))
             .arg(format!("--write-kubeconfig={}", self.kubeconfig().display()))
             .args(&self.extra)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", std::env::var("K1S_TEST_LOG").unwrap_or_else(|_| "info".into()))
             .stdout(Stdio::null())
             .stderr(log);

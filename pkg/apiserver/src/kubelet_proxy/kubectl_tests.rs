@@ -415,7 +415,12 @@ async fn cluster() -> Option<Cluster> {
     let api = crate::start(
         crate::Config {
             listen: "127.0.0.1:0".parse().expect("addr"),
-            tls: TlsMaterial { ca_pem: ca.pem.clone(), cert_pem: serving.cert_pem, key_pem: serving.key_pem },
+            tls: TlsMaterial {
+                ca_pem: ca.pem.clone(),
+                cert_pem: serving.cert_pem,
+                key_pem: serving.key_pem,
+                reloadable: None,
+            },
             store,
             advertise: None,
             bookmark_interval: Duration::from_secs(60),

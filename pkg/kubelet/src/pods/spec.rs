@@ -399,6 +399,7 @@ mod tests {
                 ca_pem: String::new(),
                 cert_pem: String::new(),
                 key_pem: String::new(),
+                reloadable: None,
             },
         };
         let pod: Pod = serde_json::from_value(serde_json::json!({

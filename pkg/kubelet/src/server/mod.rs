@@ -50,6 +50,9 @@ pub struct ServerTls {
     /// hostname as SANs, since the API server dials the node's address).
     pub cert_pem: String,
     pub key_pem: String,
+    /// When set, each new connection gets the certificate held here (the server's renewal
+    /// replaces it) and `cert_pem`/`key_pem` are not used.
+    pub reloadable: Option<k1s_pki::ServingCert>,
 }
 
 /// How to run the kubelet's server.
@@ -77,6 +80,10 @@ pub enum ServerError {
 
 fn tls_config(m: &ServerTls) -> Result<rustls::ServerConfig, ServerError> {
     // Unauthenticated clients get through the handshake and a 401, as upstream.
+    if let Some(cert) = &m.reloadable {
+        return k1s_pki::server_config_reloadable(&m.ca_pem, cert)
+            .map_err(|e| ServerError::Tls { what: e.what, message: e.message });
+    }
     let material =
         k1s_pki::ServingMaterial { ca_pem: m.ca_pem.clone(), cert_pem: m.cert_pem.clone(), key_pem: m.key_pem.clone() };
     k1s_pki::server_config(&material).map_err(|e| ServerError::Tls { what: e.what, message: e.message })

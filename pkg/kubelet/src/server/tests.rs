@@ -106,7 +106,12 @@ async fn harness() -> Harness {
     let server = serve(
         ServerConfig {
             listen: "127.0.0.1:0".parse().expect("addr"),
-            tls: ServerTls { ca_pem: pki.ca_pem.clone(), cert_pem: serving.cert_pem, key_pem: serving.key_pem },
+            tls: ServerTls {
+                ca_pem: pki.ca_pem.clone(),
+                cert_pem: serving.cert_pem,
+                key_pem: serving.key_pem,
+                reloadable: None,
+            },
             runtime: fake.clone(),
         },
         cancel.clone(),

@@ -77,6 +77,7 @@ impl Harness {
                 ca_pem: String::new(),
                 cert_pem: String::new(),
                 key_pem: String::new(),
+                reloadable: None,
             },
         };
         let shared = Arc::new(Shared {
