@@ -5,6 +5,8 @@
 
 mod agent;
 mod components;
+pub mod cron;
+pub mod snapshot;
 
 pub use components::{Component, Disabled, UnknownComponent};
 
@@ -56,6 +58,8 @@ pub struct Config {
     /// `PodSecurityConfiguration` (or an `AdmissionConfiguration` holding one); `None`: the
     /// defaults (privileged, `kube-system` exempt).
     pub pod_security_admission_config_file: Option<PathBuf>,
+    /// Snapshot folder, schedule and retention.
+    pub snapshots: snapshot::SnapshotConfig,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -243,7 +247,8 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
 
     let compactor = tokio::spawn(compact_periodically(store.clone(), config.compaction_interval, cancel.clone()));
     let api_url = format!("https://127.0.0.1:{port}");
-    let mut components = start_components(&config, &pki, &server_dir, &api_url, cancel.clone()).await?;
+    let mut components = snapshot::start(&store, &config.data_dir, &config.node_name, &config.snapshots, &cancel)?;
+    components.extend(start_components(&config, &pki, &server_dir, &api_url, cancel.clone()).await?);
     components.push(Running { name: "the API server", task: api.task });
     let result = supervise(components, &cancel, Duration::from_secs(10)).await;
     tracing::info!("shutting down");
