@@ -9,6 +9,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+mod snapshot;
+
 const DEFAULT_CONFIG: &str = "/etc/k1s/config.yaml";
 
 /// mimalloc: the server allocates many short-lived JSON trees per request; glibc malloc spent
@@ -29,6 +31,8 @@ enum Command {
     Server(Box<ServerArgs>),
     /// Print version information.
     Version,
+    /// Save, list and delete snapshots of the store.
+    Snapshot(snapshot::SnapshotArgs),
     /// Remove the host networking k1s set up: the `k1s` nftables table, the Service CIDR routing
     /// rules and the cluster DNS interface. Nothing else is touched (stop `k1s server` first).
     Uninstall,
@@ -115,6 +119,21 @@ struct ServerArgs {
     /// (cluster) Path to the PodSecurity admission configuration file (defaults and exemptions).
     #[arg(long, env = "K1S_POD_SECURITY_ADMISSION_CONFIG_FILE")]
     pod_security_admission_config_file: Option<PathBuf>,
+    /// (db) Cron schedule of store snapshots (5 fields, UTC).
+    #[arg(long, env = "K1S_SNAPSHOT_SCHEDULE_CRON", default_value = "0 */12 * * *")]
+    snapshot_schedule_cron: String,
+    /// (db) Number of scheduled snapshots to keep (0 keeps all).
+    #[arg(long, env = "K1S_SNAPSHOT_RETENTION", default_value_t = 5)]
+    snapshot_retention: usize,
+    /// (db) Do not take scheduled snapshots.
+    #[arg(long, env = "K1S_DISABLE_SNAPSHOTS")]
+    disable_snapshots: bool,
+    /// (db) Folder of snapshots (default: <data-dir>/server/db/snapshots).
+    #[arg(long, env = "K1S_SNAPSHOT_DIR")]
+    snapshot_dir: Option<PathBuf>,
+    /// (db) Restore the store from this snapshot file, then exit (start k1s again afterwards).
+    #[arg(long, env = "K1S_CLUSTER_RESET_RESTORE_PATH")]
+    cluster_reset_restore_path: Option<PathBuf>,
     /// (logging) Turn on debug logs.
     #[arg(long, env = "K1S_DEBUG")]
     debug: bool,
@@ -182,6 +201,15 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
     if mode > 0o777 {
         bail!("--write-kubeconfig-mode {:o} is not a file mode", mode);
     }
+    let snapshots = k1s_server::snapshot::SnapshotConfig {
+        dir: a.snapshot_dir.unwrap_or_else(|| k1s_server::snapshot::default_dir(&a.data_dir)),
+        schedule: if a.disable_snapshots {
+            None
+        } else {
+            Some(a.snapshot_schedule_cron.parse().context("--snapshot-schedule-cron")?)
+        },
+        retention: a.snapshot_retention,
+    };
     Ok(k1s_server::Config {
         data_dir: a.data_dir,
         write_kubeconfig: a.write_kubeconfig,
@@ -222,6 +250,7 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
         compaction_interval: a.compaction_interval,
         bookmark_interval: a.bookmark_interval,
         pod_security_admission_config_file: a.pod_security_admission_config_file,
+        snapshots,
     })
 }
 
@@ -250,7 +279,11 @@ fn main() -> Result<()> {
             }
             Ok(())
         }
+        Command::Snapshot(args) => snapshot::run(args),
         Command::Server(args) => {
+            if let Some(file) = &args.cluster_reset_restore_path {
+                return snapshot::restore(&args.data_dir, file);
+            }
             let filter = if args.debug { "debug" } else { "info" };
             tracing_subscriber::fmt()
                 .with_env_filter(
