@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+mod snapshot;
 mod uninstall;
 
 const DEFAULT_CONFIG: &str = "/etc/k1s/config.yaml";
@@ -45,6 +46,8 @@ enum Command {
     Check(Box<check::CheckArgs>),
     /// Inspect and renew the cluster's certificates.
     Certificate(certificate::CertificateArgs),
+    /// Save, list and delete snapshots of the store.
+    Snapshot(snapshot::SnapshotArgs),
 }
 
 #[derive(Args, Debug)]
@@ -128,6 +131,21 @@ struct ServerArgs {
     /// (cluster) Path to the PodSecurity admission configuration file (defaults and exemptions).
     #[arg(long, env = "K1S_POD_SECURITY_ADMISSION_CONFIG_FILE")]
     pod_security_admission_config_file: Option<PathBuf>,
+    /// (db) Cron schedule of store snapshots (5 fields, UTC).
+    #[arg(long, env = "K1S_SNAPSHOT_SCHEDULE_CRON", default_value = "0 */12 * * *")]
+    snapshot_schedule_cron: String,
+    /// (db) Number of scheduled snapshots to keep (0 keeps all).
+    #[arg(long, env = "K1S_SNAPSHOT_RETENTION", default_value_t = 5)]
+    snapshot_retention: usize,
+    /// (db) Do not take scheduled snapshots.
+    #[arg(long, env = "K1S_DISABLE_SNAPSHOTS")]
+    disable_snapshots: bool,
+    /// (db) Folder of snapshots (default: <data-dir>/server/db/snapshots).
+    #[arg(long, env = "K1S_SNAPSHOT_DIR")]
+    snapshot_dir: Option<PathBuf>,
+    /// (db) Restore the store from this snapshot file, then exit (start k1s again afterwards).
+    #[arg(long, env = "K1S_CLUSTER_RESET_RESTORE_PATH")]
+    cluster_reset_restore_path: Option<PathBuf>,
     /// (logging) Turn on debug logs.
     #[arg(long, env = "K1S_DEBUG")]
     debug: bool,
@@ -165,6 +183,15 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
     if mode > 0o777 {
         bail!("--write-kubeconfig-mode {:o} is not a file mode", mode);
     }
+    let snapshots = k1s_server::snapshot::SnapshotConfig {
+        dir: a.snapshot_dir.unwrap_or_else(|| k1s_server::snapshot::default_dir(&a.data_dir)),
+        schedule: if a.disable_snapshots {
+            None
+        } else {
+            Some(a.snapshot_schedule_cron.parse().context("--snapshot-schedule-cron")?)
+        },
+        retention: a.snapshot_retention,
+    };
     Ok(k1s_server::Config {
         data_dir: a.data_dir,
         write_kubeconfig: a.write_kubeconfig,
@@ -206,6 +233,7 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
         bookmark_interval: a.bookmark_interval,
         pod_security_admission_config_file: a.pod_security_admission_config_file,
         test_cert_validity: a.test_cert_validity,
+        snapshots,
     })
 }
 
@@ -226,7 +254,11 @@ fn main() -> Result<()> {
         Command::Uninstall(args) => uninstall::uninstall(args),
         Command::Check(args) => check::run(*args),
         Command::Certificate(args) => certificate::run(args),
+        Command::Snapshot(args) => snapshot::run(args),
         Command::Server(args) => {
+            if let Some(file) = &args.cluster_reset_restore_path {
+                return snapshot::restore(&args.data_dir, file);
+            }
             let filter = if args.debug { "debug" } else { "info" };
             tracing_subscriber::fmt()
                 .with_env_filter(

@@ -8,8 +8,10 @@
 mod agent;
 mod certificates;
 mod components;
+pub mod cron;
 pub mod host_cleanup;
 pub mod preflight;
+pub mod snapshot;
 pub mod systemd;
 
 pub use components::{Component, Disabled, UnknownComponent};
@@ -62,6 +64,8 @@ pub struct Config {
     /// `PodSecurityConfiguration` (or an `AdmissionConfiguration` holding one); `None`: the
     /// defaults (privileged, `kube-system` exempt).
     pub pod_security_admission_config_file: Option<PathBuf>,
+    /// Snapshot folder, schedule and retention.
+    pub snapshots: snapshot::SnapshotConfig,
     /// For tests only: leaf certificates last this long (and are renewed with a quarter of it
     /// left) instead of a year.
     pub test_cert_validity: Option<Duration>,
@@ -278,8 +282,10 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     let compactor = tokio::spawn(compact_periodically(store.clone(), config.compaction_interval, cancel.clone()));
     let api_url = format!("https://127.0.0.1:{port}");
     let mut reloadable = vec![(tls_dir.join("serving-kube-apiserver.crt"), serving)];
-    let mut components =
-        start_components(&config, &pki, &server_dir, &api_url, &mut reloadable, cancel.clone()).await?;
+    let mut components = snapshot::start(&store, &config.data_dir, &config.node_name, &config.snapshots, &cancel)?;
+    components.extend(
+        start_components(&config, &pki, &server_dir, &api_url, &mut reloadable, cancel.clone()).await?,
+    );
     components.push(Running { name: "the API server", task: api.task });
     let ready = (!config.disable_agent).then(|| {
         systemd::status(&format!("waiting for node {} to be Ready", config.node_name));

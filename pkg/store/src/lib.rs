@@ -2,10 +2,12 @@
 //!
 //! Owns: the global revision, compare-and-swap writes, range reads (also at a past revision),
 //! the retained event log that lets a watch start at any retained revision, compaction, and
-//! group commit (one writer thread; concurrent writes share one synced WAL write).
+//! group commit (one writer thread; concurrent writes share one synced WAL write), and
+//! snapshots of one revision packed in one file, and their restore ([`snapshot`]).
 //! Values are opaque bytes. It must never depend on API types or the network.
 
 mod codec;
+pub mod snapshot;
 mod store;
 mod watch;
 

@@ -11,11 +11,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, RwLock, Weak};
 use tokio::sync::{oneshot, Notify};
 
-const CF_KV: &str = "kv";
-const CF_LOG: &str = "log";
-const CF_META: &str = "meta";
-const META_REV: &[u8] = b"rev";
-const META_COMPACTED: &[u8] = b"compacted";
+pub(crate) const CF_KV: &str = "kv";
+pub(crate) const CF_LOG: &str = "log";
+pub(crate) const CF_META: &str = "meta";
+pub(crate) const META_REV: &[u8] = b"rev";
+pub(crate) const META_COMPACTED: &[u8] = b"compacted";
 /// Most writes committed in one synced batch.
 const MAX_BATCH: usize = 4096;
 
@@ -235,6 +235,25 @@ impl HotCache {
     }
 }
 
+/// Opens (creating if needed) the RocksDB database in `dir` with the store's column families and
+/// options (also used by snapshot restore to rewrite the restored copy's metadata).
+pub(crate) fn open_db(dir: &Path) -> Result<DB, rocksdb::Error> {
+    let mut db_opts = Options::default();
+    db_opts.create_if_missing(true);
+    db_opts.create_missing_column_families(true);
+    db_opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
+    db_opts.set_max_background_jobs(2);
+    db_opts.set_bytes_per_sync(1 << 20);
+    // Every create reads its key, which is almost always absent: a whole-key Bloom filter on
+    // the memtable answers that without searching its skiplist.
+    let mut kv_opts = Options::default();
+    kv_opts.set_memtable_prefix_bloom_ratio(0.02);
+    kv_opts.set_memtable_whole_key_filtering(true);
+    let cfs = [(CF_KV, kv_opts), (CF_LOG, Options::default()), (CF_META, Options::default())]
+        .map(|(n, o)| ColumnFamilyDescriptor::new(n, o));
+    DB::open_cf_descriptors(&db_opts, dir, cfs)
+}
+
 /// Handle to the store; cheap to clone. Dropping the last handle closes the store before it
 /// returns: the writer finishes what was queued and the database is closed, so a process may
 /// exit (or open the directory again) right after.
@@ -260,20 +279,7 @@ impl Drop for WriterThread {
 impl Store {
     /// Opens (creating if needed) the store in `dir`.
     pub fn open(dir: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
-        let mut db_opts = Options::default();
-        db_opts.create_if_missing(true);
-        db_opts.create_missing_column_families(true);
-        db_opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
-        db_opts.set_max_background_jobs(2);
-        db_opts.set_bytes_per_sync(1 << 20);
-        // Every create reads its key, which is almost always absent: a whole-key Bloom filter on
-        // the memtable answers that without searching its skiplist.
-        let mut kv_opts = Options::default();
-        kv_opts.set_memtable_prefix_bloom_ratio(0.02);
-        kv_opts.set_memtable_whole_key_filtering(true);
-        let cfs = [(CF_KV, kv_opts), (CF_LOG, Options::default()), (CF_META, Options::default())]
-            .map(|(n, o)| ColumnFamilyDescriptor::new(n, o));
-        let db = DB::open_cf_descriptors(&db_opts, dir, cfs).map_err(storage("open"))?;
+        let db = open_db(dir).map_err(storage("open"))?;
         let meta = db.cf_handle(CF_META).ok_or_else(|| StoreError::Corrupt("meta column family".into()))?;
         let read_u64 = |k: &[u8]| -> Result<u64, StoreError> {
             Ok(db.get_cf(meta, k).map_err(storage("open"))?.and_then(|v| codec::decode_u64(&v)).unwrap_or(0))
