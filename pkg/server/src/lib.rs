@@ -283,9 +283,7 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     let api_url = format!("https://127.0.0.1:{port}");
     let mut reloadable = vec![(tls_dir.join("serving-kube-apiserver.crt"), serving)];
     let mut components = snapshot::start(&store, &config.data_dir, &config.node_name, &config.snapshots, &cancel)?;
-    components.extend(
-        start_components(&config, &pki, &server_dir, &api_url, &mut reloadable, cancel.clone()).await?,
-    );
+    components.extend(start_components(&config, &pki, &server_dir, &api_url, &mut reloadable, cancel.clone()).await?);
     components.push(Running { name: "the API server", task: api.task });
     let ready = (!config.disable_agent).then(|| {
         systemd::status(&format!("waiting for node {} to be Ready", config.node_name));
