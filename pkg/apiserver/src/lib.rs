@@ -115,6 +115,8 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     let policies = policy::Policies::new(config.store.clone());
     let limit_ranger = limit_ranger::LimitRanger::new(config.store.clone())
         .map_err(|e| ServeError::Config(format!("LimitRanger admission: {e}")))?;
+    let quota = quota::ResourceQuotaAdmission::new(config.store.clone())
+        .map_err(|e| ServeError::Config(format!("ResourceQuota admission: {e}")))?;
     let chain = admission::Chain {
         mutating: vec![
             Box::new(limit_ranger.clone()),
@@ -132,7 +134,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
             Box::new(rbac::EscalationCheck { rbac: rbac.clone(), authz: authz.clone() }),
             Box::new(policy::ValidatingAdmissionPolicy(policies.clone())),
             Box::new(webhooks::ValidatingWebhooks(hooks.clone())),
-            Box::new(quota::ResourceQuotaAdmission::new(config.store.clone())),
+            Box::new(quota),
         ],
     };
     let invalid_cidr = || ServeError::Config(format!("invalid service CIDR {:?}", config.service_cidr));
