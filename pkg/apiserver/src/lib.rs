@@ -9,6 +9,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod admission;
+mod admission_cache;
 pub mod aggregator;
 pub mod auth;
 mod crd_catalog;
@@ -112,9 +113,13 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         Arc::new(auth::UnionAuthorizer(vec![Box::new(auth::BuiltinAuthorizer), Box::new(rbac.clone())]));
     let hooks = webhooks::Webhooks::new(config.store.clone());
     let policies = policy::Policies::new(config.store.clone());
+    let limit_ranger = limit_ranger::LimitRanger::new(config.store.clone())
+        .map_err(|e| ServeError::Config(format!("LimitRanger admission: {e}")))?;
+    let quota = quota::ResourceQuotaAdmission::new(config.store.clone())
+        .map_err(|e| ServeError::Config(format!("ResourceQuota admission: {e}")))?;
     let chain = admission::Chain {
         mutating: vec![
-            Box::new(limit_ranger::LimitRanger { store: config.store.clone() }),
+            Box::new(limit_ranger.clone()),
             Box::new(serviceaccount::admission::ServiceAccountAdmission { objects: objects.clone() }),
             Box::new(pod_admission::DefaultTolerationSeconds),
             Box::new(pod_admission::Priority { store: config.store.clone() }),
@@ -124,12 +129,12 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         ],
         validating: vec![
             Box::new(lifecycle::NamespaceLifecycle { store: config.store.clone() }),
-            Box::new(limit_ranger::LimitRanger { store: config.store.clone() }),
+            Box::new(limit_ranger),
             Box::new(pod_security::PodSecurity::new(config.store.clone(), config.pod_security.clone())),
             Box::new(rbac::EscalationCheck { rbac: rbac.clone(), authz: authz.clone() }),
             Box::new(policy::ValidatingAdmissionPolicy(policies.clone())),
             Box::new(webhooks::ValidatingWebhooks(hooks.clone())),
-            Box::new(quota::ResourceQuotaAdmission::new(config.store.clone())),
+            Box::new(quota),
         ],
     };
     let invalid_cidr = || ServeError::Config(format!("invalid service CIDR {:?}", config.service_cidr));

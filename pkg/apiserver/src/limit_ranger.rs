@@ -7,29 +7,36 @@
 //! upstream's messages (`maximum cpu usage per Container is 1, but limit is 2`).
 
 use crate::admission::{Attributes, MutatingPlugin, Operation, ValidatingPlugin};
+use crate::admission_cache::Cache;
 use crate::error::ApiError;
 use crate::object;
 use futures::future::BoxFuture;
 use k1s_api::quota::pod::{milli, pod_limits, pod_requests};
 use k1s_api::quota::{parse_list, ResourceList};
-use k1s_store::Store;
+use k1s_store::{KeyValue, Store};
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 /// The annotation naming what the plugin defaulted.
 pub const ANNOTATION: &str = "kubernetes.io/limit-ranger";
 
+/// Both halves of the plugin read the namespace's LimitRanges from one watch-fed cache.
+#[derive(Clone)]
 pub struct LimitRanger {
-    pub store: Store,
+    ranges: Arc<Cache<Value>>,
 }
 
 impl LimitRanger {
-    fn limit_ranges(&self, namespace: &str) -> Result<Vec<Value>, ApiError> {
-        let info = crate::registry::builtin("", "v1", "limitranges")?;
-        let page = self
-            .store
-            .list(&format!("{}{namespace}/", info.storage_prefix()), None, 0, None)
-            .map_err(|e| ApiError::internal(format!("reading the limit ranges of namespace {namespace}: {e}")))?;
-        Ok(page.items.iter().filter_map(|kv| object::from_storage(&kv.value, kv.mod_revision)).collect())
+    pub fn new(store: Store) -> Result<LimitRanger, ApiError> {
+        let prefix = crate::registry::builtin("", "v1", "limitranges")?.storage_prefix();
+        let parse = |kv: &KeyValue| object::from_storage(&kv.value, kv.mod_revision);
+        Ok(LimitRanger { ranges: Arc::new(Cache::new(store, &prefix, parse)) })
+    }
+
+    fn limit_ranges(&self, namespace: &str) -> Result<Vec<Arc<Value>>, ApiError> {
+        self.ranges
+            .list(namespace)
+            .map_err(|e| ApiError::internal(format!("reading the limit ranges of namespace {namespace}: {e}")))
     }
 }
 

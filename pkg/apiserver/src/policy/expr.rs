@@ -54,4 +54,9 @@ impl Program {
     pub fn eval(&self, vars: &mut Bindings) -> Result<Value, String> {
         self.0.eval_json(&vars.activation, &mut vars.budget).map_err(|e| e.to_string())
     }
+
+    /// Whether the expression names the declared variable `var`.
+    pub fn uses(&self, var: &str) -> bool {
+        self.0.uses(var)
+    }
 }

@@ -391,7 +391,8 @@ fn dispatch(p: &Policies, snapshot: &Snapshot, attrs: &Attributes<'_>) -> Result
                 continue;
             }
         };
-        let request = request_value(attrs, version, kind);
+        // Only what the policy's expressions name is built and handed to CEL.
+        let request = if policy.uses("request") { request_value(attrs, version, kind) } else { Value::Null };
         let param_kind =
             policy.spec.get("paramKind").filter(|k| !k.is_null()).map(|k| params::resolve_kind(&p.store, k));
         for binding in &hook.bindings {
@@ -413,7 +414,9 @@ fn dispatch(p: &Policies, snapshot: &Snapshot, attrs: &Attributes<'_>) -> Result
                 }
             };
             let namespace_object = match req.namespace {
-                Some(ns) if !is_namespace => load_namespace(ns).map(namespace_value).unwrap_or(Value::Null),
+                Some(ns) if !is_namespace && policy.uses("namespaceObject") => {
+                    load_namespace(ns).map(namespace_value).unwrap_or(Value::Null)
+                }
                 _ => Value::Null,
             };
             let actions: Vec<&str> = spec
@@ -425,11 +428,18 @@ fn dispatch(p: &Policies, snapshot: &Snapshot, attrs: &Attributes<'_>) -> Result
                 .collect();
             for param in params {
                 let mut vars = Map::new();
-                vars.insert("object".into(), obj.clone());
-                vars.insert("oldObject".into(), old.clone());
-                vars.insert("request".into(), request.clone());
-                vars.insert("params".into(), param.unwrap_or(Value::Null));
-                vars.insert("namespaceObject".into(), namespace_object.clone());
+                let values = [
+                    ("object", &obj),
+                    ("oldObject", &old),
+                    ("request", &request),
+                    ("namespaceObject", &namespace_object),
+                ];
+                for (name, value) in values.into_iter().filter(|(name, _)| policy.uses(name)) {
+                    vars.insert(name.into(), value.clone());
+                }
+                if policy.uses("params") {
+                    vars.insert("params".into(), param.unwrap_or(Value::Null));
+                }
                 let outcome = policy.evaluate(vars);
                 for (i, d) in outcome.decisions.into_iter().enumerate() {
                     if !d.deny {

@@ -43,6 +43,8 @@ pub struct Policy {
     pub variables: Vec<(String, Compiled)>,
     pub validations: Vec<Validation>,
     pub audit_annotations: Vec<(String, Compiled)>,
+    /// The variables any of its expressions names: only these are built and bound per request.
+    pub uses: Vec<&'static str>,
 }
 
 fn text(v: &Value, k: &str) -> Option<String> {
@@ -89,7 +91,7 @@ impl Policy {
                 )
             })
             .collect();
-        Policy {
+        let mut policy = Policy {
             name: obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string(),
             uid: obj.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_string(),
             generation: obj.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0),
@@ -99,7 +101,19 @@ impl Policy {
             validations,
             audit_annotations,
             spec,
-        }
+            uses: Vec::new(),
+        };
+        policy.uses = vars
+            .iter()
+            .copied()
+            .filter(|v| policy.expressions().iter().any(|(_, c)| c.program.as_ref().is_ok_and(|p| p.uses(v))))
+            .collect();
+        policy
+    }
+
+    /// Whether an expression of the policy names the variable `var` (`object`, `request`, ...).
+    pub fn uses(&self, var: &str) -> bool {
+        self.uses.contains(&var)
     }
 
     /// Every expression with its field path, for status and errors.

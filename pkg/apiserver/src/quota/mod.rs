@@ -2,33 +2,36 @@
 //! update that would take a quota's usage past its `hard` limits is refused with 403
 //! (`exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2`), and an admitted
 //! one is charged before the object is written, by writing the quota's new `status.used` with
-//! compare-and-swap on its revision (retried with the fresh quota on conflict). Charges in one
-//! namespace are serialized in the process, so concurrent creates never overshoot; the quota
-//! controller recounts usage and releases what deleted objects held.
+//! compare-and-swap on its revision; the quota controller recounts usage and releases what
+//! deleted objects held.
+//!
+//! As upstream's `resourcequota/controller.go`, the quotas are read from a watch-fed cache and
+//! the charges of one namespace are batched: requests that arrive while a batch is being
+//! written wait in the namespace's queue, and one worker checks them in arrival order against
+//! the usage its predecessors in the batch added, then writes each changed quota once for the
+//! whole batch (all in one transaction, compare-and-swap on every quota's revision). A lost
+//! race re-checks the whole batch against the quotas read afresh from the store, so
+//! concurrent creates never overshoot.
 
 mod check;
 
 pub use check::{check_request, QuotaDoc, Request};
 
 use crate::admission::{Attributes, Operation, ValidatingPlugin};
+use crate::admission_cache::Cache;
 use crate::error::ApiError;
 use crate::object;
 use futures::future::BoxFuture;
+use k1s_api::quota;
 use k1s_api::quota::usage::{Evaluator, Operation as QuotaOp};
-use k1s_api::quota::{self, ResourceList};
-use k1s_store::{Store, StoreError};
+use k1s_store::{KeyValue, Op, Store, StoreError};
 use serde_json::Value;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
 
-/// How often a charge is retried after losing a compare-and-swap race on a quota.
+/// How often a batch is checked again after losing a compare-and-swap race on a quota.
 const CHARGE_RETRIES: usize = 8;
-
-pub struct ResourceQuotaAdmission {
-    store: Store,
-    /// One lock per namespace: charges in a namespace happen one at a time.
-    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-}
 
 /// A quota as read from the store, with what a compare-and-swap write needs.
 struct Stored {
@@ -37,47 +40,52 @@ struct Stored {
     doc: QuotaDoc,
 }
 
+fn stored(kv: &KeyValue) -> Option<Stored> {
+    let v = object::from_storage(&kv.value, kv.mod_revision)?;
+    Some(Stored { key: kv.key.clone(), revision: kv.mod_revision, doc: QuotaDoc::new(v) })
+}
+
+/// One request waiting for its charge: what the check needs, owned.
+struct Charge {
+    op: QuotaOp,
+    group: String,
+    resource: String,
+    name: String,
+    object: Value,
+    old_object: Option<Value>,
+    status: bool,
+}
+
+struct Waiter {
+    charge: Charge,
+    reply: oneshot::Sender<Result<(), ApiError>>,
+}
+
+/// The charges waiting in one namespace, and whether a worker is draining them.
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<Waiter>,
+    running: bool,
+}
+
+struct Inner {
+    store: Store,
+    quotas: Cache<Stored>,
+    queues: Mutex<HashMap<String, Queue>>,
+}
+
+pub struct ResourceQuotaAdmission {
+    inner: Arc<Inner>,
+}
+
+fn prefix() -> Result<String, ApiError> {
+    Ok(crate::registry::builtin("", "v1", "resourcequotas")?.storage_prefix())
+}
+
 impl ResourceQuotaAdmission {
-    pub fn new(store: Store) -> ResourceQuotaAdmission {
-        ResourceQuotaAdmission { store, locks: Mutex::default() }
-    }
-
-    fn lock_of(&self, namespace: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
-        locks.entry(namespace.to_string()).or_default().clone()
-    }
-
-    /// The namespace's quotas, straight from the store.
-    fn quotas(&self, namespace: &str) -> Result<Vec<Stored>, ApiError> {
-        let info = crate::registry::builtin("", "v1", "resourcequotas")?;
-        let page = self
-            .store
-            .list(&format!("{}{namespace}/", info.storage_prefix()), None, 0, None)
-            .map_err(|e| ApiError::internal(format!("reading the quotas of namespace {namespace}: {e}")))?;
-        Ok(page
-            .items
-            .iter()
-            .filter_map(|kv| {
-                let v = object::from_storage(&kv.value, kv.mod_revision)?;
-                Some(Stored { key: kv.key.clone(), revision: kv.mod_revision, doc: QuotaDoc::new(v) })
-            })
-            .collect())
-    }
-
-    /// Writes `used` into the quota's status if the quota is still at the revision read.
-    /// `Ok(false)`: it changed meanwhile.
-    async fn charge(&self, q: &Stored, used: &ResourceList) -> Result<bool, ApiError> {
-        let mut obj = q.doc.object.clone();
-        let Some(map) = obj.as_object_mut() else { return Ok(true) };
-        let status = map.entry("status").or_insert_with(|| Value::Object(Default::default()));
-        if let Some(s) = status.as_object_mut() {
-            s.insert("used".into(), quota::to_json(used));
-        }
-        match self.store.update(&q.key, object::to_storage(&obj), Some(q.revision)).await {
-            Ok(_) => Ok(true),
-            Err(StoreError::Conflict { .. } | StoreError::NotFound(_)) => Ok(false),
-            Err(e) => Err(ApiError::internal(format!("charging quota {}: {e}", q.doc.name))),
-        }
+    pub fn new(store: Store) -> Result<ResourceQuotaAdmission, ApiError> {
+        let quotas = Cache::new(store.clone(), &prefix()?, stored);
+        Ok(ResourceQuotaAdmission { inner: Arc::new(Inner { store, quotas, queues: Mutex::default() }) })
     }
 
     async fn evaluate(&self, attrs: &Attributes<'_>) -> Result<(), ApiError> {
@@ -93,50 +101,191 @@ impl ResourceQuotaAdmission {
         }
         let eval = Evaluator::new(r.group, r.resource);
         let Some(obj) = attrs.object.as_deref() else { return Ok(()) };
-        if !eval.handles(op, attrs.subresource) || self.quotas(namespace)?.is_empty() {
+        if !eval.handles(op, attrs.subresource) {
             return Ok(());
         }
+        let quotas = self.inner.cached(namespace)?;
+        if quotas.is_empty() {
+            return Ok(());
+        }
+        // Checked against the cached usage first: a request no quota charges, a refusal and a
+        // dry run need no write, so they never wait in the queue.
+        let docs: Vec<QuotaDoc> = quotas.iter().map(|q| q.doc.clone()).collect();
+        let req = Request {
+            operation: op,
+            object: obj,
+            old_object: attrs.old_object,
+            status: attrs.subresource == Some("status"),
+            now: jiff::Timestamp::now(),
+        };
         let forbidden = |msg: String| ApiError::forbidden_message(r.group, r.resource, attrs.name, msg);
-        let lock = self.lock_of(namespace);
-        let _held = lock.lock().await;
-        let mut pending: Option<BTreeSet<String>> = None;
-        let mut lost = String::new();
-        for _ in 0..CHARGE_RETRIES {
-            let quotas: Vec<Stored> = self
-                .quotas(namespace)?
-                .into_iter()
-                .filter(|q| pending.as_ref().is_none_or(|p| p.contains(&q.doc.name)))
-                .collect();
-            if quotas.is_empty() {
-                return Ok(());
-            }
-            let docs: Vec<QuotaDoc> = quotas.iter().map(|q| q.doc.clone()).collect();
-            let req = Request {
-                operation: op,
-                object: obj,
-                old_object: attrs.old_object,
-                status: attrs.subresource == Some("status"),
-                now: jiff::Timestamp::now(),
+        let new_used = check_request(&docs, &eval, &req).map_err(forbidden)?;
+        if attrs.dry_run || new_used.iter().all(Option::is_none) {
+            return Ok(());
+        }
+        let charge = Charge {
+            op,
+            group: r.group.to_string(),
+            resource: r.resource.to_string(),
+            name: attrs.name.to_string(),
+            object: obj.clone(),
+            old_object: attrs.old_object.cloned(),
+            status: req.status,
+        };
+        let (reply, rx) = oneshot::channel();
+        Inner::enqueue(&self.inner, namespace, Waiter { charge, reply });
+        rx.await.unwrap_or_else(|_| Err(ApiError::internal("the quota charge was interrupted")))
+    }
+}
+
+impl Inner {
+    fn cached(&self, namespace: &str) -> Result<Vec<Arc<Stored>>, ApiError> {
+        self.quotas
+            .list(namespace)
+            .map_err(|e| ApiError::internal(format!("reading the quotas of namespace {namespace}: {e}")))
+    }
+
+    /// The namespace's quotas, straight from the store (after a lost race).
+    fn live(&self, namespace: &str) -> Result<Vec<Arc<Stored>>, ApiError> {
+        let page = self
+            .store
+            .list(&format!("{}{namespace}/", prefix()?), None, 0, None)
+            .map_err(|e| ApiError::internal(format!("reading the quotas of namespace {namespace}: {e}")))?;
+        Ok(page.items.iter().filter_map(stored).map(Arc::new).collect())
+    }
+
+    /// Queues a charge, starting the namespace's worker unless one runs.
+    fn enqueue(this: &Arc<Inner>, namespace: &str, waiter: Waiter) {
+        let mut queues = this.queues.lock().unwrap_or_else(|p| p.into_inner());
+        let q = queues.entry(namespace.to_string()).or_default();
+        q.waiting.push(waiter);
+        if !q.running {
+            q.running = true;
+            let worker = Worker { inner: this.clone(), namespace: namespace.to_string(), done: false };
+            tokio::spawn(worker.run());
+        }
+    }
+
+    /// Checks and charges one batch; each waiter's answer, in order.
+    async fn charge_batch(&self, namespace: &str, batch: &[Charge]) -> Vec<Result<(), ApiError>> {
+        let mut refused: Vec<Option<ApiError>> = batch.iter().map(|_| None).collect();
+        for attempt in 0..CHARGE_RETRIES {
+            let quotas = match if attempt == 0 { self.cached(namespace) } else { self.live(namespace) } {
+                Ok(q) => q,
+                Err(e) => return batch.iter().map(|_| Err(e.clone())).collect(),
             };
-            let new_used = check_request(&docs, &eval, &req).map_err(forbidden)?;
-            if attrs.dry_run {
-                return Ok(());
+            if quotas.is_empty() {
+                break;
             }
-            let mut failed = BTreeSet::new();
-            for (q, used) in quotas.iter().zip(new_used) {
-                let Some(used) = used.filter(|u| !quota::equals(u, &q.doc.used)) else { continue };
-                if !self.charge(q, &used).await? {
-                    failed.insert(q.doc.name.clone());
+            let mut docs: Vec<QuotaDoc> = quotas.iter().map(|q| q.doc.clone()).collect();
+            let now = jiff::Timestamp::now();
+            for (c, verdict) in batch.iter().zip(refused.iter_mut()) {
+                let eval = Evaluator::new(&c.group, &c.resource);
+                let req = Request {
+                    operation: c.op,
+                    object: &c.object,
+                    old_object: c.old_object.as_ref(),
+                    status: c.status,
+                    now,
+                };
+                match check_request(&docs, &eval, &req) {
+                    Ok(new_used) => {
+                        *verdict = None;
+                        for (d, used) in docs.iter_mut().zip(new_used) {
+                            if let Some(used) = used {
+                                d.used = used;
+                            }
+                        }
+                    }
+                    Err(msg) => *verdict = Some(ApiError::forbidden_message(&c.group, &c.resource, &c.name, msg)),
                 }
             }
-            if failed.is_empty() {
-                return Ok(());
+            let ops: Vec<Op> = quotas
+                .iter()
+                .zip(&docs)
+                .filter(|(q, d)| !quota::equals(&d.used, &q.doc.used))
+                .map(|(q, d)| {
+                    let mut obj = q.doc.object.clone();
+                    if let Some(map) = obj.as_object_mut() {
+                        let status = map.entry("status").or_insert_with(|| Value::Object(Default::default()));
+                        if let Some(s) = status.as_object_mut() {
+                            s.insert("used".into(), quota::to_json(&d.used));
+                        }
+                    }
+                    Op::Update { key: q.key.clone(), value: object::to_storage(&obj), expected: Some(q.revision) }
+                })
+                .collect();
+            if ops.is_empty() {
+                break;
             }
-            tracing::debug!(namespace, quotas = ?failed, "quota changed while charging; retrying");
-            lost = failed.iter().next().cloned().unwrap_or_default();
-            pending = Some(failed);
+            match self.store.txn(ops).await {
+                Ok(_) => break,
+                Err(StoreError::Conflict { key, .. } | StoreError::NotFound(key)) => {
+                    tracing::debug!(namespace, key, "quota changed while charging; checking the batch again");
+                    if attempt + 1 == CHARGE_RETRIES {
+                        let lost = key.rsplit('/').next().unwrap_or_default();
+                        return batch.iter().map(|_| Err(ApiError::stale("", "resourcequotas", lost))).collect();
+                    }
+                }
+                Err(e) => {
+                    let e = ApiError::internal(format!("charging the quotas of namespace {namespace}: {e}"));
+                    return batch.iter().map(|_| Err(e.clone())).collect();
+                }
+            }
         }
-        Err(ApiError::stale("", "resourcequotas", &lost))
+        refused.into_iter().map(|r| r.map_or(Ok(()), Err)).collect()
+    }
+}
+
+/// Drains one namespace's queue, batch after batch, until it is empty.
+struct Worker {
+    inner: Arc<Inner>,
+    namespace: String,
+    /// Set when the queue was found empty and the worker left it: nothing to hand over.
+    done: bool,
+}
+
+impl Worker {
+    async fn run(mut self) {
+        loop {
+            let batch = {
+                let mut queues = self.inner.queues.lock().unwrap_or_else(|p| p.into_inner());
+                let Some(q) = queues.get_mut(&self.namespace) else {
+                    self.done = true;
+                    return;
+                };
+                if q.waiting.is_empty() {
+                    queues.remove(&self.namespace);
+                    self.done = true;
+                    return;
+                }
+                std::mem::take(&mut q.waiting)
+            };
+            let (charges, replies): (Vec<Charge>, Vec<_>) = batch.into_iter().map(|w| (w.charge, w.reply)).unzip();
+            let answers = self.inner.charge_batch(&self.namespace, &charges).await;
+            for (reply, answer) in replies.into_iter().zip(answers) {
+                let _ = reply.send(answer);
+            }
+        }
+    }
+}
+
+impl Drop for Worker {
+    /// A worker that did not finish (its task panicked) hands the waiting charges to a new one.
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut queues = self.inner.queues.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(q) = queues.get_mut(&self.namespace) else { return };
+        q.running = false;
+        if !q.waiting.is_empty() {
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                q.running = true;
+                let worker = Worker { inner: self.inner.clone(), namespace: self.namespace.clone(), done: false };
+                rt.spawn(worker.run());
+            }
+        }
     }
 }
 
@@ -147,5 +296,90 @@ impl ValidatingPlugin for ResourceQuotaAdmission {
 
     fn validate<'a>(&'a self, attrs: &'a Attributes<'_>) -> BoxFuture<'a, Result<(), ApiError>> {
         Box::pin(self.evaluate(attrs))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(name: &str) -> Charge {
+        Charge {
+            op: QuotaOp::Create,
+            group: String::new(),
+            resource: "pods".into(),
+            name: name.into(),
+            object: json!({"metadata": {"name": name}, "spec": {"containers": [{"name": "c"}]}}),
+            old_object: None,
+            status: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_batch_is_checked_in_order_and_charged_with_one_write() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path(), k1s_store::StoreOptions::default()).expect("open");
+        let key = format!("{}ns/q", prefix().expect("prefix"));
+        let q = json!({"metadata": {"name": "q", "namespace": "ns"}, "spec": {"hard": {"pods": "2"}},
+            "status": {"hard": {"pods": "2"}, "used": {"pods": "0"}}});
+        let created = store.create(&key, object::to_storage(&q)).await.expect("write");
+        let admission = ResourceQuotaAdmission::new(store.clone()).expect("plugin");
+        let answers = admission.inner.charge_batch("ns", &[pod("a"), pod("b"), pod("c")]).await;
+        assert!(answers[0].is_ok() && answers[1].is_ok(), "{answers:?}");
+        let refused = answers[2].as_ref().expect_err("the third pod is over the quota");
+        assert_eq!(refused.code, 403);
+        assert!(refused.message.contains("exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2"));
+        let kv = store.get(&key).expect("read").expect("quota");
+        assert_eq!(kv.version, created.version + 1, "one write for the whole batch");
+        let stored = stored(&kv).expect("quota");
+        assert_eq!(quota::pretty_print(&stored.doc.used), "pods=2");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_charges_racing_other_quota_writes_never_overshoot() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path(), k1s_store::StoreOptions::default()).expect("open");
+        let key = format!("{}ns/q", prefix().expect("prefix"));
+        let q = json!({"metadata": {"name": "q", "namespace": "ns"}, "spec": {"hard": {"pods": "5"}},
+            "status": {"hard": {"pods": "5"}, "used": {"pods": "0"}}});
+        store.create(&key, object::to_storage(&q)).await.expect("write");
+        let admission = ResourceQuotaAdmission::new(store.clone()).expect("plugin");
+        // Another writer rewrites the quota as it is a few times (as the controller might), so
+        // batches may lose compare-and-swap races and must check again (fewer losses than the
+        // retries, so every request gets a quota answer).
+        let racer = {
+            let (store, key) = (store.clone(), key.clone());
+            tokio::spawn(async move {
+                let mut rewrites = 0;
+                while rewrites < 5 {
+                    let kv = store.get(&key).expect("read").expect("quota");
+                    if store.update(&key, kv.value.clone(), Some(kv.mod_revision)).await.is_ok() {
+                        rewrites += 1;
+                    }
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        let mut tasks = Vec::new();
+        for i in 0..20 {
+            let inner = admission.inner.clone();
+            tasks.push(tokio::spawn(async move {
+                let (reply, rx) = oneshot::channel();
+                Inner::enqueue(&inner, "ns", Waiter { charge: pod(&format!("p{i}")), reply });
+                rx.await.expect("answer")
+            }));
+        }
+        let mut admitted = 0;
+        for t in tasks {
+            match t.await.expect("join") {
+                Ok(()) => admitted += 1,
+                Err(e) => assert!(e.code == 403 && e.message.contains("exceeded quota: q"), "{e:?}"),
+            }
+        }
+        racer.await.expect("join");
+        assert_eq!(admitted, 5);
+        let kv = store.get(&key).expect("read").expect("quota");
+        assert_eq!(quota::pretty_print(&stored(&kv).expect("quota").doc.used), "pods=5");
     }
 }
