@@ -44,9 +44,13 @@
 
 mod check;
 mod cost;
+mod format;
 mod json;
 mod library;
+mod net;
 mod quantity;
+mod version;
+mod url;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
