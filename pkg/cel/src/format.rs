@@ -48,7 +48,10 @@ fn lower_alnum(c: char) -> bool {
 }
 
 fn dns1123_label_ok(s: &str) -> bool {
-    !s.is_empty() && s.chars().all(|c| lower_alnum(c) || c == '-') && s.starts_with(lower_alnum) && s.ends_with(lower_alnum)
+    !s.is_empty()
+        && s.chars().all(|c| lower_alnum(c) || c == '-')
+        && s.starts_with(lower_alnum)
+        && s.ends_with(lower_alnum)
 }
 
 /// Upstream's `maskTrailingDash` for the `*Prefix` formats (it drops two characters for one).

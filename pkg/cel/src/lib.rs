@@ -42,6 +42,7 @@
 //! a list's or map's element count; one unit per field selection and per macro iteration), which is close to, but not,
 //! cel-go's cost model; there is no static cost estimate.
 
+mod authz;
 mod check;
 mod cost;
 mod format;
@@ -49,13 +50,14 @@ mod json;
 mod library;
 mod net;
 mod quantity;
-mod version;
 mod url;
+mod version;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+pub use authz::{authorizer, request_resource, Authorize, AuthzDecision, AuthzRequest, AuthzUser};
 pub use cel::Value;
 pub use json::{from_json, map, to_json};
 

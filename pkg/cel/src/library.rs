@@ -3,9 +3,9 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
+use cel::common::ast::{ComprehensionExpr, Expr, IdedExpr, ListExpr, LiteralValue};
 use cel::common::types::{Type, BOOL_TYPE, DYN_TYPE, INT_TYPE, LIST_TYPE, STRING_TYPE};
 use cel::common::value::{CowVal, Val};
-use cel::common::ast::{ComprehensionExpr, Expr, IdedExpr, ListExpr, LiteralValue};
 use cel::parser::{Macro, MacroExprHelper, ParseError};
 use cel::{extensions, DeclarationError, ExecutionError, Value};
 
@@ -73,7 +73,14 @@ fn declare(env: &mut cel::Env) -> Result<(), DeclarationError> {
     member(env, "sign", "quantity_sign", &quantity, vec![], lift!(q::sign))?;
     member(env, "isInteger", "quantity_is_integer", &quantity, vec![], lift!(q::is_integer))?;
     member(env, "asInteger", "quantity_as_integer", &quantity, vec![], lift!(q::as_integer))?;
-    member(env, "asApproximateFloat", "quantity_as_approximate_float", &quantity, vec![], lift!(q::as_approximate_float))?;
+    member(
+        env,
+        "asApproximateFloat",
+        "quantity_as_approximate_float",
+        &quantity,
+        vec![],
+        lift!(q::as_approximate_float),
+    )?;
     // Kubernetes IP and CIDR libraries (k8s.io/apiserver/pkg/cel/library/ip.go, cidr.go).
     use crate::net;
     let ip = Type::new_opaque_type(net::IP_TYPE);
@@ -87,7 +94,14 @@ fn declare(env: &mut cel::Env) -> Result<(), DeclarationError> {
     member(env, "family", "ip_family", &ip, vec![], lift!(net::family))?;
     member(env, "isUnspecified", "ip_is_unspecified", &ip, vec![], lift!(net::is_unspecified))?;
     member(env, "isLoopback", "ip_is_loopback", &ip, vec![], lift!(net::is_loopback))?;
-    member(env, "isLinkLocalMulticast", "ip_is_link_local_multicast", &ip, vec![], lift!(net::is_link_local_multicast))?;
+    member(
+        env,
+        "isLinkLocalMulticast",
+        "ip_is_link_local_multicast",
+        &ip,
+        vec![],
+        lift!(net::is_link_local_multicast),
+    )?;
     member(env, "isLinkLocalUnicast", "ip_is_link_local_unicast", &ip, vec![], lift!(net::is_link_local_unicast))?;
     member(env, "isGlobalUnicast", "ip_is_global_unicast", &ip, vec![], lift!(net::is_global_unicast))?;
     env.add_overload("cidr", "string_to_cidr", vec![STRING_TYPE], lift!(net::cidr))?;
@@ -154,9 +168,46 @@ fn declare(env: &mut cel::Env) -> Result<(), DeclarationError> {
     member(env, "major", "semver_major", &semver, vec![], lift!(v::major))?;
     member(env, "minor", "semver_minor", &semver, vec![], lift!(v::minor))?;
     member(env, "patch", "semver_patch", &semver, vec![], lift!(v::patch))?;
-    member(env, "isGreaterThan", "semver_is_greater_than", &semver, vec![semver.to_owned()], lift!(v::is_greater_than))?;
+    member(
+        env,
+        "isGreaterThan",
+        "semver_is_greater_than",
+        &semver,
+        vec![semver.to_owned()],
+        lift!(v::is_greater_than),
+    )?;
     member(env, "isLessThan", "semver_is_less_than", &semver, vec![semver.to_owned()], lift!(v::is_less_than))?;
     member(env, "compareTo", "semver_compare_to", &semver, vec![semver.to_owned()], lift!(v::compare_to))?;
+    // Kubernetes authorizer library (k8s.io/apiserver/pkg/cel/library/authz.go).
+    use crate::authz as a;
+    let authorizer = Type::new_opaque_type(a::AUTHORIZER_TYPE);
+    let path_check = Type::new_opaque_type(a::PATH_CHECK_TYPE);
+    let group_check = Type::new_opaque_type(a::GROUP_CHECK_TYPE);
+    let resource_check = Type::new_opaque_type(a::RESOURCE_CHECK_TYPE);
+    let decision = Type::new_opaque_type(a::DECISION_TYPE);
+    for t in [&authorizer, &path_check, &group_check, &resource_check, &decision] {
+        env.add_type(t.to_owned())?;
+    }
+    member(env, "path", "authorizer_path", &authorizer, vec![STRING_TYPE], lift!(a::path))?;
+    member(env, "group", "authorizer_group", &authorizer, vec![STRING_TYPE], lift!(a::group))?;
+    member(
+        env,
+        "serviceAccount",
+        "authorizer_serviceaccount",
+        &authorizer,
+        vec![STRING_TYPE, STRING_TYPE],
+        lift!(a::service_account),
+    )?;
+    member(env, "resource", "groupcheck_resource", &group_check, vec![STRING_TYPE], lift!(a::resource))?;
+    member(env, "subresource", "resourcecheck_subresource", &resource_check, vec![STRING_TYPE], lift!(a::subresource))?;
+    member(env, "namespace", "resourcecheck_namespace", &resource_check, vec![STRING_TYPE], lift!(a::namespace))?;
+    member(env, "name", "resourcecheck_name", &resource_check, vec![STRING_TYPE], lift!(a::name))?;
+    member(env, "check", "pathcheck_check", &path_check, vec![STRING_TYPE], lift!(a::check))?;
+    member(env, "check", "resourcecheck_check", &resource_check, vec![STRING_TYPE], lift!(a::check))?;
+    member(env, "allowed", "decision_allowed", &decision, vec![], lift!(a::allowed))?;
+    member(env, "reason", "decision_reason", &decision, vec![], lift!(a::reason))?;
+    member(env, "errored", "decision_errored", &decision, vec![], lift!(a::errored))?;
+    member(env, "error", "decision_error", &decision, vec![], lift!(a::error))?;
     // cel-go's optional library, version 2: `first`, `last`, `optional.unwrap`, `unwrapOpt`.
     env.add_member_overload("first", "list_first", LIST_TYPE, vec![], lift!(first))?;
     env.add_member_overload("last", "list_last", LIST_TYPE, vec![], lift!(last))?;

@@ -90,8 +90,7 @@ fn is_mapped(addr: &IpAddr) -> bool {
 }
 
 fn parse_ip(s: &str) -> Result<IpAddr, String> {
-    let addr = parse_addr(s)
-        .map_err(|e| format!("IP Address {s:?} parse error during conversion from string: {e}"))?;
+    let addr = parse_addr(s).map_err(|e| format!("IP Address {s:?} parse error during conversion from string: {e}"))?;
     if is_mapped(&addr) {
         return Err(format!("IPv4-mapped IPv6 address {s:?} is not allowed"));
     }

@@ -344,7 +344,9 @@ fn format_library() {
     );
     assert_eq!(
         errors(r#"format.dns1123SubdomainPrefix().validate("contains a space-")"#),
-        json!([r"a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"])
+        json!([
+            r"a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+        ])
     );
     assert_eq!(
         errors(r#"format.dns1035Label().validate("contains a space")"#),
@@ -426,4 +428,91 @@ fn the_libraries_upstream_declares_are_there() {
         "[optional.none(), optional.of('a')].unwrapOpt() == ['a']",
         "'a'.matches('^a$') && '12'.find('[0-9]') == '1'",
     ]);
+}
+
+#[test]
+fn a_rule_over_a_big_list_hits_the_per_call_limit() {
+    // One pass over a list costs a few units per element, as in cel-go: 100,000 elements fit in
+    // the per-call limit (1,000,000), 400,000 do not.
+    let p = Program::compile("self.items.all(x, x >= 0)", &["self"]).expect("ok");
+    let run = |n: i64, budget: &mut CostBudget| {
+        let mut vars = Activation::new();
+        vars.bind("self", map([("items".to_owned(), Value::List(Arc::new((0..n).map(Value::Int).collect())))]));
+        p.eval(&vars, budget)
+    };
+    let mut budget = CostBudget::new(RUNTIME_CEL_COST_BUDGET).with_timeout(Duration::from_secs(120));
+    assert_eq!(run(100_000, &mut budget), Ok(Value::Bool(true)));
+    let used = budget.used();
+    assert!(used > 100_000 && used < PER_CALL_LIMIT, "{used}");
+    let err = run(400_000, &mut budget).expect_err("over the per-call limit");
+    assert_eq!(err.to_string(), "operation cancelled: actual cost limit exceeded");
+    // What the aborted call used is charged to the shared budget, up to the per-call limit.
+    assert!(budget.used() > used + PER_CALL_LIMIT - 10 && budget.used() <= used + PER_CALL_LIMIT + 10, "{budget:?}");
+    // Once the shared budget is spent, nothing more runs.
+    let mut small = CostBudget::new(10);
+    assert_eq!(run(100, &mut small), Err(EvalError::CostLimitExceeded));
+    assert!(small.exhausted());
+    assert_eq!(run(1, &mut small), Err(EvalError::CostLimitExceeded));
+}
+
+/// Allows `alice` to get and list pods in `default`, and GET on `/healthz`, with a reason.
+struct Fake;
+
+impl Authorize for Fake {
+    fn authorize(&self, r: &AuthzRequest) -> AuthzDecision {
+        if r.user.name == "system:serviceaccount:ns:broken" {
+            return AuthzDecision { allowed: false, reason: String::new(), error: Some("no authorizer".into()) };
+        }
+        let resource = r.path.is_none()
+            && r.group.is_empty()
+            && r.resource == "pods"
+            && r.subresource.is_empty()
+            && (r.namespace == "default" || r.namespace.is_empty())
+            && matches!(r.verb.as_str(), "get" | "list");
+        let path = r.path.as_deref() == Some("/healthz") && r.verb == "get";
+        let allowed =
+            r.user.name == "alice" || (r.user.groups.iter().any(|g| g == "system:serviceaccounts:ns") && resource);
+        let allowed = allowed && (resource || path || r.name == "special");
+        AuthzDecision {
+            allowed,
+            reason: if allowed { format!("allowed {}", r.user.name) } else { String::new() },
+            error: None,
+        }
+    }
+}
+
+#[test]
+fn authorizer_library() {
+    let auth: Arc<dyn Authorize> = Arc::new(Fake);
+    let alice = AuthzUser { name: "alice".into(), uid: "1".into(), groups: vec!["system:authenticated".into()] };
+    let mut vars = Activation::new();
+    vars.bind("authorizer", authorizer(Arc::clone(&auth), alice.clone()));
+    vars.bind("authorizer.requestResource", request_resource(auth, alice, "", "pods", "", "default", "p1"));
+    let run = |expr: &str| {
+        let p = Program::compile(expr, &["authorizer"]).unwrap_or_else(|e| panic!("{expr}: {e}"));
+        p.eval_json(&vars, &mut CostBudget::default()).unwrap_or_else(|e| panic!("{expr}: {e}"))
+    };
+    assert_eq!(run("authorizer.group('').resource('pods').namespace('default').check('list').allowed()"), json!(true));
+    assert_eq!(
+        run("authorizer.group('').resource('pods').namespace('default').check('delete').allowed()"),
+        json!(false)
+    );
+    assert_eq!(run("authorizer.group('').resource('pods').subresource('log').check('get').allowed()"), json!(false));
+    assert_eq!(
+        run("authorizer.group('apps').resource('deployments').name('special').check('get').allowed()"),
+        json!(true)
+    );
+    assert_eq!(run("authorizer.group('').resource('pods').check('get').reason()"), json!("allowed alice"));
+    assert_eq!(run("authorizer.path('/healthz').check('get').allowed()"), json!(true));
+    assert_eq!(run("authorizer.path('/metrics').check('get').allowed()"), json!(false));
+    assert_eq!(run("authorizer.requestResource.check('get').allowed()"), json!(true));
+    assert_eq!(run("authorizer.requestResource.check('patch').allowed()"), json!(false));
+    assert_eq!(
+        run("authorizer.serviceAccount('ns', 'robot').group('').resource('pods').check('get').allowed()"),
+        json!(true)
+    );
+    assert_eq!(run("authorizer.serviceAccount('ns', 'robot').path('/healthz').check('get').allowed()"), json!(false));
+    let broken = "authorizer.serviceAccount('ns', 'broken').group('').resource('pods').check('get')";
+    assert_eq!(run(&format!("{broken}.errored() && {broken}.error() == 'no authorizer'")), json!(true));
+    assert_eq!(run("authorizer.group('').resource('pods').check('get').errored()"), json!(false));
 }

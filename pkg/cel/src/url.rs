@@ -144,7 +144,12 @@ fn parse(raw: &str) -> Result<Url, String> {
     if !rest.starts_with('/') {
         if !scheme.is_empty() {
             // An opaque URI (`mailto:x`): valid, with neither host nor path.
-            return Ok(Url { scheme: scheme.to_ascii_lowercase(), host: String::new(), raw_path: String::new(), raw_query });
+            return Ok(Url {
+                scheme: scheme.to_ascii_lowercase(),
+                host: String::new(),
+                raw_path: String::new(),
+                raw_query,
+            });
         }
         return Err(fail("invalid URI for request"));
     }
@@ -242,9 +247,9 @@ pub(crate) fn uri_error(s: &str) -> Option<String> {
 }
 
 pub(crate) fn url(args: &[Value]) -> Result<Value, ExecutionError> {
-    parse(string(args, 0, "url")?)
-        .map(|u| Value::Opaque(Arc::new(u)))
-        .map_err(|e| ExecutionError::function_error("url", format!("URL parse error during conversion from string: {e}")))
+    parse(string(args, 0, "url")?).map(|u| Value::Opaque(Arc::new(u))).map_err(|e| {
+        ExecutionError::function_error("url", format!("URL parse error during conversion from string: {e}"))
+    })
 }
 
 pub(crate) fn is_url(args: &[Value]) -> Result<Value, ExecutionError> {
