@@ -112,6 +112,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         Arc::new(auth::UnionAuthorizer(vec![Box::new(auth::BuiltinAuthorizer), Box::new(rbac.clone())]));
     let hooks = webhooks::Webhooks::new(config.store.clone());
     let policies = policy::Policies::new(config.store.clone());
+    policies.set_authorizer(authz.clone());
     let chain = admission::Chain {
         mutating: vec![
             Box::new(limit_ranger::LimitRanger { store: config.store.clone() }),
