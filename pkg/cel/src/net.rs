@@ -113,7 +113,7 @@ fn parse_prefix(s: &str) -> Result<Cidr, String> {
     let bits: u8 = bits.parse().map_err(|_| bad_bits())?;
     let cidr = Cidr { addr, bits };
     if bits > cidr.max_bits() {
-        return Err(fail(format!("prefix length out of range")));
+        return Err(fail("prefix length out of range".to_owned()));
     }
     if is_mapped(&addr) {
         return Err(format!("IPv4-mapped IPv6 address {s:?} is not allowed"));

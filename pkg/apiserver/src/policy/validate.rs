@@ -124,6 +124,7 @@ impl Policy {
     }
 
     /// Evaluates the policy against the request in `vars` (without `variables`).
+    #[cfg(test)]
     pub fn evaluate(&self, vars: Map<String, Value>) -> Outcome {
         self.evaluate_with(vars, &[])
     }
