@@ -163,7 +163,7 @@ fn is_uuid(s: &str) -> bool {
 /// strfmt's `byte`: standard, padded base64 (Go's `base64.StdEncoding`).
 fn is_base64(s: &str) -> bool {
     let bytes = s.as_bytes();
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return false;
     }
     let body = s.trim_end_matches('=');
