@@ -2,7 +2,8 @@
 //! kubectl: a binding's Deny refuses with upstream's message and writes nothing, Warn admits
 //! with a warning kubectl prints, a ConfigMap named by `paramKind`/`paramRef` sets the limit
 //! (edited without touching the policy), match conditions, variables and failure policies
-//! behave as upstream's, and the policy's status shows the generation it enforces.
+//! behave as upstream's, the `authorizer` variable asks RBAC, and the policy's status shows the
+//! generation it enforces.
 
 mod common;
 
@@ -267,4 +268,43 @@ fn policies_and_bindings_are_validated_as_upstream() {
     wait_refused(&s, &deployment("any", 1), "the catch-all policy");
     s.ok(&["delete", "validatingadmissionpolicybinding", "everything"]);
     s.ok(&["delete", "validatingadmissionpolicy", "everything"]);
+}
+
+#[test]
+fn the_authorizer_variable_asks_rbac() {
+    let s = Server::start();
+    // Past 3 replicas, only if the service account default/scaler may update deployments here;
+    // and the requester itself must be allowed to create what it creates (the admin is).
+    let check = "authorizer.serviceAccount('default', 'scaler').group('apps').resource('deployments')\
+                 .namespace(object.metadata.namespace).check('update')";
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        &policy(
+            "scaler",
+            json!({"validations": [
+                {"expression": format!("object.spec.replicas <= 3 || {check}.allowed()"),
+                 "messageExpression": format!("'scaler may not scale: ' + {check}.reason()")},
+                {"expression": "authorizer.requestResource.check('create').allowed() && !authorizer.requestResource.check('create').errored()",
+                 "message": "the requester may not create"}]}),
+        ),
+    );
+    s.ok_stdin(&["apply", "-f", "-"], &binding("scaler-binding", "scaler", json!({"validationActions": ["Deny"]})));
+    let out = wait_refused(&s, &deployment("big", 5), "the policy to be enforced");
+    // The reason is empty (RBAC has no opinion), and the message is trimmed.
+    assert!(stderr(&out).contains("denied request: scaler may not scale"), "{}", stderr(&out));
+    assert!(create(&s, &deployment("small", 2)).status.success(), "within the limit, the requester may create");
+
+    // Grant the service account the right: the same deployment is admitted.
+    s.ok(&["create", "role", "deployment-updater", "--verb=update", "--resource=deployments.apps"]);
+    s.ok(&["create", "rolebinding", "scaler", "--role=deployment-updater", "--serviceaccount=default:scaler"]);
+    eventually(WAIT, "the role binding to allow the scale", || {
+        create(&s, &deployment("big", 5)).status.success().then_some(())
+    });
+    assert_eq!(s.json(&["get", "deployment", "big"])["spec"]["replicas"], 5);
+    // The status shows no warnings: `authorizer` is declared.
+    let status = eventually(WAIT, "the policy status", || {
+        let p = s.json(&["get", "validatingadmissionpolicy", "scaler"]);
+        (p["status"]["observedGeneration"] == 1).then(|| p["status"].clone())
+    });
+    assert!(status["typeChecking"].get("expressionWarnings").is_none(), "{status}");
 }

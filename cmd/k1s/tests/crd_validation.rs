@@ -1,7 +1,8 @@
 //! CEL validation rules of CustomResourceDefinitions (`x-kubernetes-validations`) with stock
 //! kubectl against a real `k1s server --disable-agent`: rules refuse custom resources on create,
 //! update (transition rules with `oldSelf`) and status update with their message and field
-//! path (422 Invalid), and a rule that does not compile makes the definition invalid.
+//! path (422 Invalid), and a rule that does not compile makes the definition invalid; on update,
+//! rules and schema constraints are ratcheted: a value left unchanged only warns.
 
 mod common;
 
@@ -116,4 +117,89 @@ fn a_rule_that_does_not_compile_makes_the_definition_invalid() {
     let out = s.kubectl(&["create", "-f", file.to_str().unwrap_or_default(), "-v=6"]);
     let log = refused(&out);
     assert!(log.contains("422"), "{log}");
+}
+
+const WIDGETS: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+              name: {type: string}
+              tags: {type: array, x-kubernetes-list-type: set, items: {type: string}}
+"#;
+
+/// The definition once tightened: a rule on `size` and a `maxLength` on `name`.
+fn tightened() -> String {
+    WIDGETS
+        .replace(
+            "size: {type: integer}",
+            r#"size: {type: integer, x-kubernetes-validations: [{rule: "self <= 5", message: "size must be at most 5"}]}"#,
+        )
+        .replace("name: {type: string}", "name: {type: string, maxLength: 3}")
+}
+
+fn patch(s: &Server, body: &str, dry_run: bool) -> std::process::Output {
+    let mut args = vec!["patch", "widget", "w1", "--type=merge", "-p", body];
+    if dry_run {
+        args.push("--dry-run=server");
+    }
+    s.kubectl(&args)
+}
+
+#[test]
+fn tightened_rules_are_ratcheted_on_unchanged_fields() {
+    let s = Server::start();
+    s.ok_stdin(&["apply", "-f", "-"], WIDGETS);
+    s.ok(&["wait", "--for=condition=Established", "crd/widgets.example.com", "--timeout=30s"]);
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: 8, name: abcdef, tags: [a]}\n",
+    );
+
+    // Tighten the definition; wait until the new rule is enforced (checked with dry runs).
+    s.ok_stdin(&["apply", "-f", "-"], &tightened());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while patch(&s, r#"{"spec": {"size": 9}}"#, true).status.success() {
+        assert!(std::time::Instant::now() < deadline, "the tightened rule is never enforced");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+
+    // An update that leaves size and name alone is accepted: their errors are warnings.
+    let out = patch(&s, r#"{"spec": {"tags": ["a", "b"]}}"#, false);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "accepted: {stderr}");
+    assert!(stderr.contains(r#"Warning: spec.size: Invalid value: "integer": size must be at most 5"#), "{stderr}");
+    assert!(stderr.contains("Warning: spec.name: Too long"), "{stderr}");
+    assert_eq!(s.ok(&["get", "widget", "w1", "-o", "jsonpath={.spec.tags}"]), r#"["a","b"]"#);
+
+    // Changing the ratcheted field to another invalid value is refused, with the rule's error.
+    let err = refused(&patch(&s, r#"{"spec": {"size": 9}}"#, false));
+    assert!(err.contains(r#"spec.size: Invalid value: "integer": size must be at most 5"#), "{err}");
+    let err = refused(&patch(&s, r#"{"spec": {"name": "abcdefg"}}"#, false));
+    assert!(err.contains("spec.name: Too long"), "{err}");
+    assert_eq!(s.ok(&["get", "widget", "w1", "-o", "jsonpath={.spec.size} {.spec.name}"]), "8 abcdef");
+
+    // A valid value is accepted, and a new object gets no ratcheting.
+    s.ok(&["patch", "widget", "w1", "--type=merge", "-p", r#"{"spec": {"size": 4, "name": "abc"}}"#]);
+    let err = refused(&s.kubectl_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w2}\nspec: {size: 8}\n",
+    ));
+    assert!(err.contains("size must be at most 5"), "{err}");
 }

@@ -133,6 +133,16 @@ pub trait DynStrategy: Send + Sync {
     fn prepare_for_create(&self, obj: &mut Value) -> Result<(), DecodeError>;
     fn prepare_for_update(&self, new: &mut Value, old: &Value) -> Result<(), DecodeError>;
     fn validate(&self, obj: &Value, old: Option<&Value>) -> Result<Vec<FieldError>, DecodeError>;
+    /// As [`DynStrategy::validate`], adding to `warnings` what is reported but not enforced
+    /// (custom resources: the errors ratcheted on update); by default, nothing.
+    fn validate_warning(
+        &self,
+        obj: &Value,
+        old: Option<&Value>,
+        _warnings: &mut Vec<String>,
+    ) -> Result<Vec<FieldError>, DecodeError> {
+        self.validate(obj, old)
+    }
     /// Validates an update made through `subresource`; by default as any update.
     fn validate_subresource(
         &self,

@@ -117,6 +117,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         .map_err(|e| ServeError::Config(format!("LimitRanger admission: {e}")))?;
     let quota = quota::ResourceQuotaAdmission::new(config.store.clone())
         .map_err(|e| ServeError::Config(format!("ResourceQuota admission: {e}")))?;
+    policies.set_authorizer(authz.clone());
     let chain = admission::Chain {
         mutating: vec![
             Box::new(limit_ranger.clone()),

@@ -33,6 +33,8 @@ pub(crate) const BUILTIN_IDENTS: &[&str] = &[
     "optional_type",
     "net",
     "cel",
+    "ip",
+    "format",
 ];
 
 /// The parser's errors as cel-go prints them: `ERROR: <input>:1:6: msg`, then ` | line` and

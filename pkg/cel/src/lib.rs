@@ -5,8 +5,14 @@
 //! extensions); this crate adds what Kubernetes declares on top (`pkg/cel/library` upstream):
 //! the Kubernetes list functions (`isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf`),
 //! regex `find`/`findAll`, quantities (`quantity`, `isQuantity`, `isGreaterThan`, `isLessThan`,
-//! `compareTo`, `add`, `sub`, `sign`, `isInteger`, `asInteger`, `asApproximateFloat`), and a
-//! runtime cost limit. Not yet: the `url`, `ip`, `cidr` and `format.*` libraries.
+//! `compareTo`, `add`, `sub`, `sign`, `isInteger`, `asInteger`, `asApproximateFloat`), URLs
+//! (`url`, `isURL`, `getScheme`, `getHost`, `getHostname`, `getPort`, `getEscapedPath`,
+//! `getQuery`), IP addresses and CIDRs (`ip`, `isIP`, `ip.isCanonical`, `cidr`, `isCIDR` and
+//! their members), named formats (`format.named`, `format.dns1123Label()`, ..., `validate`),
+//! semantic versions (`semver`, `isSemver`, ...), cel-go's `sets` extension, `cel.bind`, the
+//! optional library's `first`/`last`/`optional.unwrap`/`unwrapOpt`, the `authorizer` library
+//! (backed by the caller's [`Authorize`]), and a runtime cost limit. Not yet: two-variable
+//! comprehensions, which the `cel` crate cannot evaluate.
 //!
 //! ```
 //! use k1s_cel::{Activation, CostBudget, Program};
@@ -42,16 +48,22 @@
 //! a list's or map's element count; one unit per field selection and per macro iteration), which is close to, but not,
 //! cel-go's cost model; there is no static cost estimate.
 
+mod authz;
 mod check;
 mod cost;
+mod format;
 mod json;
 mod library;
+mod net;
 mod quantity;
+mod url;
+mod version;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+pub use authz::{authorizer, request_resource, Authorize, AuthzDecision, AuthzRequest, AuthzUser};
 pub use cel::Value;
 pub use json::{from_json, map, to_json};
 

@@ -3,8 +3,10 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use cel::common::types::{DYN_TYPE, INT_TYPE, LIST_TYPE, STRING_TYPE};
+use cel::common::ast::{ComprehensionExpr, Expr, IdedExpr, ListExpr, LiteralValue};
+use cel::common::types::{Type, BOOL_TYPE, DYN_TYPE, INT_TYPE, LIST_TYPE, STRING_TYPE};
 use cel::common::value::{CowVal, Val};
+use cel::parser::{Macro, MacroExprHelper, ParseError};
 use cel::{extensions, DeclarationError, ExecutionError, Value};
 
 /// A Kubernetes function written over owned [`Value`]s, lifted to the `cel` crate's overload
@@ -35,6 +37,8 @@ fn declare(env: &mut cel::Env) -> Result<(), DeclarationError> {
     env.add_extension(extensions::lists)?;
     env.add_extension(extensions::math)?;
     crate::cost::register(env)?;
+    // cel-go's bindings extension (ext.Bindings): `cel.bind(name, init, body)`.
+    env.add_macro(Macro::receiver("bind", 3, bind_macro))?;
     // Kubernetes lists library (k8s.io/apiserver/pkg/cel/library/lists.go).
     env.add_member_overload("isSorted", "list_is_sorted", LIST_TYPE, vec![], lift!(is_sorted))?;
     env.add_member_overload("sum", "list_sum", LIST_TYPE, vec![], lift!(sum))?;
@@ -54,30 +58,212 @@ fn declare(env: &mut cel::Env) -> Result<(), DeclarationError> {
     )?;
     // Kubernetes quantity library (k8s.io/apiserver/pkg/cel/library/quantity.go).
     use crate::quantity as q;
+    let quantity = Type::new_opaque_type(q::QUANTITY_TYPE);
+    env.add_type(quantity.to_owned())?;
     env.add_overload("quantity", "string_to_quantity", vec![STRING_TYPE], lift!(q::quantity))?;
     env.add_overload("isQuantity", "is_quantity_string", vec![STRING_TYPE], lift!(q::is_quantity))?;
-    env.add_member_overload(
-        "isGreaterThan",
-        "quantity_is_greater_than",
-        DYN_TYPE,
-        vec![DYN_TYPE],
-        lift!(q::is_greater_than),
-    )?;
-    env.add_member_overload("isLessThan", "quantity_is_less_than", DYN_TYPE, vec![DYN_TYPE], lift!(q::is_less_than))?;
-    env.add_member_overload("compareTo", "quantity_compare_to", DYN_TYPE, vec![DYN_TYPE], lift!(q::compare_to))?;
-    env.add_member_overload("add", "quantity_add", DYN_TYPE, vec![DYN_TYPE], lift!(q::add))?;
-    env.add_member_overload("sub", "quantity_sub", DYN_TYPE, vec![DYN_TYPE], lift!(q::sub))?;
-    env.add_member_overload("sign", "quantity_sign", DYN_TYPE, vec![], lift!(q::sign))?;
-    env.add_member_overload("isInteger", "quantity_is_integer", DYN_TYPE, vec![], lift!(q::is_integer))?;
-    env.add_member_overload("asInteger", "quantity_as_integer", DYN_TYPE, vec![], lift!(q::as_integer))?;
-    env.add_member_overload(
+    let member = |env: &mut cel::Env, name: &str, id: &str, t: &Type, args: Vec<Type>, f| {
+        env.add_member_overload(name, id, t.to_owned(), args, f)
+    };
+    member(env, "isGreaterThan", "quantity_is_greater_than", &quantity, vec![DYN_TYPE], lift!(q::is_greater_than))?;
+    member(env, "isLessThan", "quantity_is_less_than", &quantity, vec![DYN_TYPE], lift!(q::is_less_than))?;
+    member(env, "compareTo", "quantity_compare_to", &quantity, vec![DYN_TYPE], lift!(q::compare_to))?;
+    member(env, "add", "quantity_add", &quantity, vec![DYN_TYPE], lift!(q::add))?;
+    member(env, "sub", "quantity_sub", &quantity, vec![DYN_TYPE], lift!(q::sub))?;
+    member(env, "sign", "quantity_sign", &quantity, vec![], lift!(q::sign))?;
+    member(env, "isInteger", "quantity_is_integer", &quantity, vec![], lift!(q::is_integer))?;
+    member(env, "asInteger", "quantity_as_integer", &quantity, vec![], lift!(q::as_integer))?;
+    member(
+        env,
         "asApproximateFloat",
         "quantity_as_approximate_float",
-        DYN_TYPE,
+        &quantity,
         vec![],
         lift!(q::as_approximate_float),
     )?;
+    // Kubernetes IP and CIDR libraries (k8s.io/apiserver/pkg/cel/library/ip.go, cidr.go).
+    use crate::net;
+    let ip = Type::new_opaque_type(net::IP_TYPE);
+    let cidr = Type::new_opaque_type(net::CIDR_TYPE);
+    env.add_type(ip.to_owned())?;
+    env.add_type(cidr.to_owned())?;
+    env.add_overload("ip", "string_to_ip", vec![STRING_TYPE], lift!(net::ip))?;
+    env.add_overload("isIP", "is_ip", vec![STRING_TYPE], lift!(net::is_ip))?;
+    env.add_overload("ip.isCanonical", "ip_is_canonical", vec![STRING_TYPE], lift!(net::is_canonical))?;
+    env.add_overload("string", "ip_to_string", vec![ip.to_owned()], lift!(net::ip_to_string))?;
+    member(env, "family", "ip_family", &ip, vec![], lift!(net::family))?;
+    member(env, "isUnspecified", "ip_is_unspecified", &ip, vec![], lift!(net::is_unspecified))?;
+    member(env, "isLoopback", "ip_is_loopback", &ip, vec![], lift!(net::is_loopback))?;
+    member(
+        env,
+        "isLinkLocalMulticast",
+        "ip_is_link_local_multicast",
+        &ip,
+        vec![],
+        lift!(net::is_link_local_multicast),
+    )?;
+    member(env, "isLinkLocalUnicast", "ip_is_link_local_unicast", &ip, vec![], lift!(net::is_link_local_unicast))?;
+    member(env, "isGlobalUnicast", "ip_is_global_unicast", &ip, vec![], lift!(net::is_global_unicast))?;
+    env.add_overload("cidr", "string_to_cidr", vec![STRING_TYPE], lift!(net::cidr))?;
+    env.add_overload("isCIDR", "is_cidr", vec![STRING_TYPE], lift!(net::is_cidr))?;
+    env.add_overload("string", "cidr_to_string", vec![cidr.to_owned()], lift!(net::cidr_to_string))?;
+    member(env, "containsIP", "cidr_contains_ip_string", &cidr, vec![STRING_TYPE], lift!(net::contains_ip))?;
+    member(env, "containsIP", "cidr_contains_ip_ip", &cidr, vec![ip.to_owned()], lift!(net::contains_ip))?;
+    member(env, "containsCIDR", "cidr_contains_cidr_string", &cidr, vec![STRING_TYPE], lift!(net::contains_cidr))?;
+    member(env, "containsCIDR", "cidr_contains_cidr", &cidr, vec![cidr.to_owned()], lift!(net::contains_cidr))?;
+    member(env, "ip", "cidr_ip", &cidr, vec![], lift!(net::cidr_ip))?;
+    member(env, "masked", "cidr_masked", &cidr, vec![], lift!(net::masked))?;
+    member(env, "prefixLength", "cidr_prefix_length", &cidr, vec![], lift!(net::prefix_length))?;
+    // Kubernetes URL library (k8s.io/apiserver/pkg/cel/library/urls.go).
+    use crate::url as u;
+    let url = Type::new_opaque_type(u::URL_TYPE);
+    env.add_type(url.to_owned())?;
+    env.add_overload("url", "string_to_url", vec![STRING_TYPE], lift!(u::url))?;
+    env.add_overload("isURL", "is_url_string", vec![STRING_TYPE], lift!(u::is_url))?;
+    member(env, "getScheme", "url_get_scheme", &url, vec![], lift!(u::get_scheme))?;
+    member(env, "getHost", "url_get_host", &url, vec![], lift!(u::get_host))?;
+    member(env, "getHostname", "url_get_hostname", &url, vec![], lift!(u::get_hostname))?;
+    member(env, "getPort", "url_get_port", &url, vec![], lift!(u::get_port))?;
+    member(env, "getEscapedPath", "url_get_escaped_path", &url, vec![], lift!(u::get_escaped_path))?;
+    member(env, "getQuery", "url_get_query", &url, vec![], lift!(u::get_query))?;
+    // Kubernetes format library (k8s.io/apiserver/pkg/cel/library/format.go).
+    use crate::format as f;
+    let format = Type::new_opaque_type(f::FORMAT_TYPE);
+    env.add_type(format.to_owned())?;
+    env.add_overload("format.named", "format-named", vec![STRING_TYPE], lift!(f::named))?;
+    member(env, "validate", "format-validate", &format, vec![STRING_TYPE], lift!(f::validate))?;
+    macro_rules! constant_formats {
+        ($($name:literal),* $(,)?) => {$(
+            {
+                fn constant(_: &[Value]) -> Result<Value, ExecutionError> {
+                    Ok(f::constant($name))
+                }
+                env.add_overload(concat!("format.", $name), concat!("format.", $name), vec![], lift!(constant))?;
+            }
+        )*};
+    }
+    constant_formats!(
+        "dns1123Label",
+        "dns1123Subdomain",
+        "dns1035Label",
+        "qualifiedName",
+        "dns1123LabelPrefix",
+        "dns1123SubdomainPrefix",
+        "dns1035LabelPrefix",
+        "labelValue",
+        "uri",
+        "uuid",
+        "byte",
+        "date",
+        "datetime",
+    );
+    // Kubernetes semver library (k8s.io/apiserver/pkg/cel/library/semverlib.go).
+    use crate::version as v;
+    let semver = Type::new_opaque_type(v::SEMVER_TYPE);
+    env.add_type(semver.to_owned())?;
+    env.add_overload("semver", "string_to_semver", vec![STRING_TYPE], lift!(v::semver))?;
+    env.add_overload("semver", "string_bool_to_semver", vec![STRING_TYPE, BOOL_TYPE], lift!(v::semver))?;
+    env.add_overload("isSemver", "is_semver_string", vec![STRING_TYPE], lift!(v::is_semver))?;
+    env.add_overload("isSemver", "is_semver_string_bool", vec![STRING_TYPE, BOOL_TYPE], lift!(v::is_semver))?;
+    member(env, "major", "semver_major", &semver, vec![], lift!(v::major))?;
+    member(env, "minor", "semver_minor", &semver, vec![], lift!(v::minor))?;
+    member(env, "patch", "semver_patch", &semver, vec![], lift!(v::patch))?;
+    member(
+        env,
+        "isGreaterThan",
+        "semver_is_greater_than",
+        &semver,
+        vec![semver.to_owned()],
+        lift!(v::is_greater_than),
+    )?;
+    member(env, "isLessThan", "semver_is_less_than", &semver, vec![semver.to_owned()], lift!(v::is_less_than))?;
+    member(env, "compareTo", "semver_compare_to", &semver, vec![semver.to_owned()], lift!(v::compare_to))?;
+    // Kubernetes authorizer library (k8s.io/apiserver/pkg/cel/library/authz.go).
+    use crate::authz as a;
+    let authorizer = Type::new_opaque_type(a::AUTHORIZER_TYPE);
+    let path_check = Type::new_opaque_type(a::PATH_CHECK_TYPE);
+    let group_check = Type::new_opaque_type(a::GROUP_CHECK_TYPE);
+    let resource_check = Type::new_opaque_type(a::RESOURCE_CHECK_TYPE);
+    let decision = Type::new_opaque_type(a::DECISION_TYPE);
+    for t in [&authorizer, &path_check, &group_check, &resource_check, &decision] {
+        env.add_type(t.to_owned())?;
+    }
+    member(env, "path", "authorizer_path", &authorizer, vec![STRING_TYPE], lift!(a::path))?;
+    member(env, "group", "authorizer_group", &authorizer, vec![STRING_TYPE], lift!(a::group))?;
+    member(
+        env,
+        "serviceAccount",
+        "authorizer_serviceaccount",
+        &authorizer,
+        vec![STRING_TYPE, STRING_TYPE],
+        lift!(a::service_account),
+    )?;
+    member(env, "resource", "groupcheck_resource", &group_check, vec![STRING_TYPE], lift!(a::resource))?;
+    member(env, "subresource", "resourcecheck_subresource", &resource_check, vec![STRING_TYPE], lift!(a::subresource))?;
+    member(env, "namespace", "resourcecheck_namespace", &resource_check, vec![STRING_TYPE], lift!(a::namespace))?;
+    member(env, "name", "resourcecheck_name", &resource_check, vec![STRING_TYPE], lift!(a::name))?;
+    member(env, "check", "pathcheck_check", &path_check, vec![STRING_TYPE], lift!(a::check))?;
+    member(env, "check", "resourcecheck_check", &resource_check, vec![STRING_TYPE], lift!(a::check))?;
+    member(env, "allowed", "decision_allowed", &decision, vec![], lift!(a::allowed))?;
+    member(env, "reason", "decision_reason", &decision, vec![], lift!(a::reason))?;
+    member(env, "errored", "decision_errored", &decision, vec![], lift!(a::errored))?;
+    member(env, "error", "decision_error", &decision, vec![], lift!(a::error))?;
+    // cel-go's optional library, version 2: `first`, `last`, `optional.unwrap`, `unwrapOpt`.
+    env.add_member_overload("first", "list_first", LIST_TYPE, vec![], lift!(first))?;
+    env.add_member_overload("last", "list_last", LIST_TYPE, vec![], lift!(last))?;
+    env.add_overload("optional.unwrap", "optional_unwrap_list", vec![LIST_TYPE], lift!(unwrap_opt))?;
+    env.add_member_overload("unwrapOpt", "optional_unwrapOpt_list", LIST_TYPE, vec![], lift!(unwrap_opt))?;
+    // cel-go's sets extension (ext.Sets).
+    env.add_overload("sets.contains", "list_sets_contains_list", vec![LIST_TYPE, LIST_TYPE], lift!(sets_contains))?;
+    env.add_overload(
+        "sets.equivalent",
+        "list_sets_equivalent_list",
+        vec![LIST_TYPE, LIST_TYPE],
+        lift!(sets_equivalent),
+    )?;
+    env.add_overload(
+        "sets.intersects",
+        "list_sets_intersects_list",
+        vec![LIST_TYPE, LIST_TYPE],
+        lift!(sets_intersects),
+    )?;
     Ok(())
+}
+
+/// Expands `cel.bind(x, init, body)` as cel-go does: a comprehension over nothing whose
+/// accumulator `x` starts as `init`, and whose result is `body`. Declines `bind` on any other
+/// target.
+fn bind_macro(
+    helper: &mut MacroExprHelper<'_>,
+    target: &mut Option<IdedExpr>,
+    args: &mut Vec<IdedExpr>,
+) -> Result<Option<IdedExpr>, ParseError> {
+    if !matches!(target.as_ref().map(|t| &t.expr), Some(Expr::Ident(ns)) if ns == "cel") {
+        return Ok(None);
+    }
+    let (Some(body), Some(init), Some(var)) = (args.pop(), args.pop(), args.pop()) else {
+        return Ok(None);
+    };
+    let Expr::Ident(name) = var.expr else {
+        return Err(helper.new_error(var.id, "cel.bind() variable names must be simple identifiers"));
+    };
+    let accu = helper.next_expr(Expr::Ident(name.clone()));
+    let bind = ComprehensionExpr {
+        iter_range: helper.next_expr(Expr::List(ListExpr::new(Vec::new()))),
+        iter_var: "#unused".to_owned(),
+        iter_var2: None,
+        accu_var: name,
+        accu_init: init,
+        loop_cond: helper.next_expr(Expr::Literal(LiteralValue::Boolean(false.into()))),
+        loop_step: accu,
+        result: body,
+    };
+    Ok(Some(helper.next_expr(Expr::Comprehension(Box::new(bind)))))
+}
+
+/// The `i`th argument.
+pub(crate) fn arg<'a>(args: &'a [Value], i: usize, function: &str) -> Result<&'a Value, ExecutionError> {
+    args.get(i).ok_or_else(|| error(function, "missing argument"))
 }
 
 fn error(function: &str, message: impl ToString) -> ExecutionError {
@@ -91,7 +277,8 @@ fn list<'a>(args: &'a [Value], function: &str) -> Result<&'a [Value], ExecutionE
     }
 }
 
-fn string<'a>(args: &'a [Value], i: usize, function: &str) -> Result<&'a str, ExecutionError> {
+/// The `i`th argument, which must be a string.
+pub(crate) fn string<'a>(args: &'a [Value], i: usize, function: &str) -> Result<&'a str, ExecutionError> {
     match args.get(i) {
         Some(Value::String(s)) => Ok(s.as_str()),
         _ => Err(ExecutionError::no_such_overload(function, args.iter().map(crate::type_name).collect())),
@@ -219,4 +406,53 @@ fn find_all_n(args: &[Value]) -> Result<Value, ExecutionError> {
         _ => return Err(ExecutionError::no_such_overload("findAll", args.iter().map(crate::type_name).collect())),
     };
     find_all_limited(args, Some(n))
+}
+
+fn two_lists<'a>(args: &'a [Value], function: &str) -> Result<(&'a [Value], &'a [Value]), ExecutionError> {
+    match (args.first(), args.get(1)) {
+        (Some(Value::List(a)), Some(Value::List(b))) => Ok((a.as_slice(), b.as_slice())),
+        _ => Err(ExecutionError::no_such_overload(function, args.iter().map(crate::type_name).collect())),
+    }
+}
+
+/// `sets.contains(a, b)`: every element of `b` is in `a`.
+fn sets_contains(args: &[Value]) -> Result<Value, ExecutionError> {
+    let (a, b) = two_lists(args, "sets.contains")?;
+    Ok(Value::Bool(b.iter().all(|x| a.contains(x))))
+}
+
+/// `sets.equivalent(a, b)`: each list contains the other's elements.
+fn sets_equivalent(args: &[Value]) -> Result<Value, ExecutionError> {
+    let (a, b) = two_lists(args, "sets.equivalent")?;
+    Ok(Value::Bool(b.iter().all(|x| a.contains(x)) && a.iter().all(|x| b.contains(x))))
+}
+
+/// `sets.intersects(a, b)`: the lists share an element.
+fn sets_intersects(args: &[Value]) -> Result<Value, ExecutionError> {
+    let (a, b) = two_lists(args, "sets.intersects")?;
+    Ok(Value::Bool(b.iter().any(|x| a.contains(x))))
+}
+
+/// `list.first()`: the first element, or `optional.none()`.
+fn first(args: &[Value]) -> Result<Value, ExecutionError> {
+    Ok(crate::optional(list(args, "first")?.first().cloned()))
+}
+
+/// `list.last()`: the last element, or `optional.none()`.
+fn last(args: &[Value]) -> Result<Value, ExecutionError> {
+    Ok(crate::optional(list(args, "last")?.last().cloned()))
+}
+
+/// `optional.unwrap(list)` and `list.unwrapOpt()`: the values of the optionals that have one.
+fn unwrap_opt(args: &[Value]) -> Result<Value, ExecutionError> {
+    let mut out = Vec::new();
+    for item in list(args, "unwrapOpt")? {
+        let opt = match item {
+            Value::Opaque(o) => o.downcast_ref::<cel::objects::OptionalValue>(),
+            _ => None,
+        }
+        .ok_or_else(|| ExecutionError::no_such_overload("unwrapOpt", vec![crate::type_name(item)]))?;
+        out.extend(opt.value().cloned());
+    }
+    Ok(Value::List(Arc::new(out)))
 }

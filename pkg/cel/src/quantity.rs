@@ -8,6 +8,9 @@ use std::sync::Arc;
 use cel::objects::Opaque;
 use cel::{ExecutionError, Value};
 
+/// The CEL type name of a quantity.
+pub(crate) const QUANTITY_TYPE: &str = "kubernetes.Quantity";
+
 /// A parsed `resource.Quantity`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Quantity {
@@ -16,7 +19,7 @@ pub(crate) struct Quantity {
 
 impl Opaque for Quantity {
     fn runtime_type_name(&self) -> &str {
-        "kubernetes.Quantity"
+        QUANTITY_TYPE
     }
 }
 

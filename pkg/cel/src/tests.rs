@@ -118,7 +118,9 @@ fn the_cost_limit_aborts_a_runaway_rule() {
         .expect("ok");
     let mut vars = Activation::new();
     vars.bind_json("self", &json!({"items": (0..100).collect::<Vec<_>>()}));
-    let err = p.eval(&vars, &mut CostBudget::default()).expect_err("fails");
+    // A generous deadline, so that the cost limit is what stops it on a loaded machine.
+    let mut budget = CostBudget::default().with_timeout(Duration::from_secs(120));
+    let err = p.eval(&vars, &mut budget).expect_err("fails");
     assert_eq!(err, EvalError::CostLimitExceeded);
     assert_eq!(err.to_string(), "operation cancelled: actual cost limit exceeded");
 
@@ -161,4 +163,356 @@ fn quantity_library() {
     assert_eq!(ok("quantity('1e3') == quantity('1k')"), json!(true));
     assert!(eval("quantity('x')", json!({})).is_err());
     assert!(eval("quantity('1m').asInteger()", json!({})).is_err());
+}
+
+fn err(expr: &str) -> String {
+    match eval(expr, json!({})) {
+        Ok(v) => panic!("{expr}: expected an error, got {v}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Each expression must evaluate to `true` (upstream's test cases, as comparisons).
+fn all_true(cases: &[&str]) {
+    for expr in cases {
+        assert_eq!(eval(expr, json!({})), Ok(json!(true)), "{expr}");
+    }
+}
+
+#[test]
+fn ip_library() {
+    all_true(&[
+        r#"ip("192.168.0.1") == ip("192.168.0.1")"#,
+        r#"isIP("192.168.0.1")"#,
+        r#"!isIP("192.168.0.1.0")"#,
+        r#"ip.isCanonical("127.0.0.1")"#,
+        r#"ip("192.168.0.1").family() == 4"#,
+        r#"ip("0.0.0.0").isUnspecified()"#,
+        r#"!ip("127.0.0.1").isUnspecified()"#,
+        r#"ip("127.0.0.1").isLoopback()"#,
+        r#"!ip("1.2.3.4").isLoopback()"#,
+        r#"ip("224.0.0.1").isLinkLocalMulticast()"#,
+        r#"!ip("224.0.1.1").isLinkLocalMulticast()"#,
+        r#"ip("169.254.169.254").isLinkLocalUnicast()"#,
+        r#"!ip("192.168.0.1").isLinkLocalUnicast()"#,
+        r#"ip("192.168.0.1").isGlobalUnicast()"#,
+        r#"!ip("255.255.255.255").isGlobalUnicast()"#,
+        r#"ip("2001:db8::68") == ip("2001:db8::68")"#,
+        r#"isIP("2001:db8::68")"#,
+        r#"!isIP("2001:db8:::68")"#,
+        r#"ip.isCanonical("2001:db8::68")"#,
+        r#"!ip.isCanonical("2001:DB8::68")"#,
+        r#"ip("2001:db8::68").family() == 6"#,
+        r#"ip("::").isUnspecified()"#,
+        r#"!ip("::1").isUnspecified()"#,
+        r#"ip("::1").isLoopback()"#,
+        r#"!ip("2001:db8::abcd").isLoopback()"#,
+        r#"ip("ff02::1").isLinkLocalMulticast()"#,
+        r#"!ip("fd00::1").isLinkLocalMulticast()"#,
+        r#"ip("fe80::1").isLinkLocalUnicast()"#,
+        r#"!ip("fd80::1").isLinkLocalUnicast()"#,
+        r#"ip("2001:db8::abcd").isGlobalUnicast()"#,
+        r#"!ip("ff00::1").isGlobalUnicast()"#,
+        r#"string(ip("192.168.0.1")) == "192.168.0.1""#,
+        r#"type(ip("192.168.0.1")) == net.IP"#,
+        r#"!isIP("::ffff:1.2.3.4") && !isIP("fe80::1%eth0") && !isIP("01.2.3.4")"#,
+    ]);
+    assert!(err(r#"ip("192.168.0.1.0")"#).starts_with(
+        r#"IP Address "192.168.0.1.0" parse error during conversion from string: ParseAddr("192.168.0.1.0"): "#
+    ));
+    assert!(err(r#"ip.isCanonical("2001:db8:::68")"#).starts_with(r#"IP Address "2001:db8:::68" parse error"#));
+    assert_eq!(err(r#"ip("::ffff:1.2.3.4")"#), r#"IPv4-mapped IPv6 address "::ffff:1.2.3.4" is not allowed"#);
+    assert_eq!(err(r#"isIP(cidr("192.168.0.0/24"))"#), "no such overload");
+}
+
+#[test]
+fn cidr_library() {
+    all_true(&[
+        r#"cidr(dyn("192.168.0.0/24")) == cidr("192.168.0.0/24")"#,
+        r#"cidr("192.168.0.0/24").containsIP(ip("192.168.0.1"))"#,
+        r#"!cidr("192.168.0.0/24").containsIP(ip("192.168.1.1"))"#,
+        r#"cidr("192.168.0.0/24").containsIP("192.168.0.1")"#,
+        r#"!cidr("192.168.0.0/24").containsIP("192.168.1.1")"#,
+        r#"cidr("192.168.0.0/24").containsCIDR(cidr("192.168.0.0/25"))"#,
+        r#"!cidr("192.168.0.0/24").containsCIDR(cidr("192.168.0.0/23"))"#,
+        r#"cidr("192.168.0.0/24").containsCIDR("192.168.0.0/25")"#,
+        r#"!cidr("192.168.0.0/24").containsCIDR("192.168.0.0/23")"#,
+        r#"cidr("192.168.0.0/24").ip() == ip("192.168.0.0")"#,
+        r#"cidr("192.168.0.1/24").ip() == ip("192.168.0.1")"#,
+        r#"cidr("192.168.0.0/24").masked() == cidr("192.168.0.0/24")"#,
+        r#"cidr("192.168.0.1/24").masked() == cidr("192.168.0.0/24")"#,
+        r#"cidr("192.168.0.0/24").prefixLength() == 24"#,
+        r#"cidr("2001:db8::/32").containsIP(ip("2001:db8::1"))"#,
+        r#"!cidr("2001:db8::/32").containsIP(ip("2001:dc8::1"))"#,
+        r#"cidr("2001:db8::/32").containsIP("2001:db8::1")"#,
+        r#"!cidr("2001:db8::/32").containsIP("192.168.0.1")"#,
+        r#"cidr("2001:db8::/32").containsCIDR(cidr("2001:db8::/33"))"#,
+        r#"!cidr("2001:db8::/32").containsCIDR(cidr("2001:db8::/31"))"#,
+        r#"cidr("2001:db8::/32").ip() == ip("2001:db8::")"#,
+        r#"cidr("2001:db8:1::/32").masked() == cidr("2001:db8::/32")"#,
+        r#"cidr("2001:db8::/32").prefixLength() == 32"#,
+        r#"string(cidr("192.168.0.0/24")) == "192.168.0.0/24""#,
+        r#"type(cidr("192.168.0.0/24")) == net.CIDR"#,
+        r#"isCIDR("10.0.0.0/8") && !isCIDR("10.0.0.0/33") && !isCIDR("10.0.0.0") && !isCIDR("10.0.0.0/08")"#,
+    ]);
+    assert_eq!(
+        err(r#"cidr("192.168.0.0/")"#),
+        r#"network address parse error during conversion from string: network address parse error during conversion from string: netip.ParsePrefix("192.168.0.0/"): bad bits after slash: """#
+    );
+    assert_eq!(
+        err(r#"cidr("2001:db8::/")"#),
+        r#"network address parse error during conversion from string: network address parse error during conversion from string: netip.ParsePrefix("2001:db8::/"): bad bits after slash: """#
+    );
+    assert_eq!(err("cidr(192168)"), "no such overload");
+}
+
+#[test]
+fn url_library() {
+    all_true(&[
+        "isURL('https://user:pass@example.com:80/path?query=val#fragment')",
+        "isURL('/absolute-path')",
+        "!isURL('https://a:b:c/')",
+        "!isURL('../relative-path')",
+        "!isURL('')",
+        "url('/path').getScheme() == ''",
+        "url('https://example.com/').getScheme() == 'https'",
+        "url('HTTPS://example.com/').getScheme() == 'https'",
+        "url('https://example.com:80/').getHost() == 'example.com:80'",
+        "url('https://example.com/').getHost() == 'example.com'",
+        "url('https://[::1]:80/').getHost() == '[::1]:80'",
+        "url('https://[::1]/').getHost() == '[::1]'",
+        "url('/path').getHost() == ''",
+        "url('https://example.com:80/').getHostname() == 'example.com'",
+        "url('https://127.0.0.1:80/').getHostname() == '127.0.0.1'",
+        "url('https://[::1]:80/').getHostname() == '::1'",
+        "url('/path').getHostname() == ''",
+        "url('https://example.com:80/').getPort() == '80'",
+        "url('https://example.com/').getPort() == ''",
+        "url('/path').getPort() == ''",
+        "url('https://example.com/path').getEscapedPath() == '/path'",
+        "url('https://example.com/path with spaces/').getEscapedPath() == '/path%20with%20spaces/'",
+        "url('https://example.com').getEscapedPath() == ''",
+        "url('https://example.com/path?k1=a&k2=b&k2=c').getQuery() == {'k1': ['a'], 'k2': ['b', 'c']}",
+        "url('https://example.com/path?key with spaces=value with spaces').getQuery() == {'key with spaces': ['value with spaces']}",
+        "url('https://example.com/path?').getQuery() == {}",
+        "url('https://example.com/path').getQuery() == {}",
+        "url('https://example.com/p#frag').getEscapedPath() == '/p'",
+        "url('https://user:pass@example.com:80/path?query=val#fragment').getQuery() == {'query': ['val']}",
+    ]);
+    assert_eq!(
+        err("url('../relative-path')"),
+        r#"URL parse error during conversion from string: parse "../relative-path": invalid URI for request"#
+    );
+    assert_eq!(
+        err("url('https://a:b:c/')"),
+        r#"URL parse error during conversion from string: parse "https://a:b:c/": invalid port ":c" after host"#
+    );
+}
+
+#[test]
+fn format_library() {
+    all_true(&[
+        r#"!format.dns1123Label().validate("my-label-name").hasValue()"#,
+        r#"!format.dns1123Subdomain().validate("apiextensions.k8s.io").hasValue()"#,
+        r#"!format.qualifiedName().validate("apiextensions.k8s.io/v1beta1").hasValue()"#,
+        r#"!format.dns1123LabelPrefix().validate("my-label-prefix-").hasValue()"#,
+        r#"!format.dns1123SubdomainPrefix().validate("mysubdomain.prefix.-").hasValue()"#,
+        r#"!format.dns1035LabelPrefix().validate("my-label-prefix-").hasValue()"#,
+        r#"!format.uri().validate("http://example.com").hasValue()"#,
+        r#"!format.uuid().validate("123e4567-e89b-12d3-a456-426614174000").hasValue()"#,
+        r#"!format.byte().validate("aGVsbG8=").hasValue()"#,
+        r#"!format.date().validate("2021-01-01").hasValue()"#,
+        r#"!format.datetime().validate("2021-01-01T00:00:00Z").hasValue()"#,
+        r#"!format.dns1035Label().validate("my-label-name").hasValue()"#,
+        r#"!format.labelValue().validate("my-cool-label-Value").hasValue()"#,
+        r#"format.byte().validate("aGVsbG8") == optional.of(["invalid base64"])"#,
+        r#"format.date().validate("2020-01-32") == optional.of(["invalid date"])"#,
+        r#"format.datetime().validate("2020-01-32T00:00:00Z") == optional.of(["invalid datetime"])"#,
+        r#"format.uuid().validate("123e4567") == optional.of(["does not match the UUID format"])"#,
+        r#"format.uri().validate("../x") == optional.of(["parse \"../x\": invalid URI for request"])"#,
+        r#"!format.named("unknown").hasValue()"#,
+        r#"format.named("dns1123Label").value() == format.dns1123Label()"#,
+        r#"format.dns1123Label() != format.dns1123Subdomain()"#,
+    ]);
+    for name in format::NAMES {
+        assert_eq!(ok(&format!("format.named('{name}').hasValue()")), json!(true), "{name}");
+    }
+    let errors = |expr: &str| eval(&format!("{expr}.value()"), json!({})).unwrap_or_else(|e| panic!("{expr}: {e}"));
+    assert_eq!(
+        errors(r#"format.dns1123Label().validate("contains a space")"#),
+        json!(["a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"])
+    );
+    assert_eq!(
+        errors(r#"format.dns1123SubdomainPrefix().validate("contains a space-")"#),
+        json!([
+            r"a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+        ])
+    );
+    assert_eq!(
+        errors(r#"format.dns1035Label().validate("contains a space")"#),
+        json!(["a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"])
+    );
+    assert_eq!(
+        errors(r#"format.qualifiedName().validate("contains a space")"#),
+        json!(["name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"])
+    );
+    assert_eq!(
+        errors(r#"format.labelValue().validate("my-cool-label-Value!!\n\n!!!")"#),
+        json!(["a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"])
+    );
+}
+
+#[test]
+fn sets_extension() {
+    all_true(&[
+        "sets.contains([], [])",
+        "sets.contains([1, 2, 3], [2, 3])",
+        "!sets.contains([1, 2], [2, 3])",
+        "sets.contains([1], [1.0, 1u])",
+        "sets.equivalent([1, 2, 3], [3, 2, 1, 1])",
+        "!sets.equivalent([1, 2], [1, 2, 3])",
+        "sets.intersects([1, 2], [2, 3])",
+        "!sets.intersects([1], [])",
+        "!sets.intersects(['a'], ['b'])",
+    ]);
+}
+
+#[test]
+fn semver_library() {
+    all_true(&[
+        r#"semver("1.2.3") == semver("1.2.3")"#,
+        r#"semver("1.2.3") != semver("1.0.0")"#,
+        r#"isSemver("1.2.3-beta.1+build.1")"#,
+        r#"!isSemver("") && !isSemver("v1.0.0") && !isSemver(" 1.0.0") && !isSemver("1. 0.0")"#,
+        r#"!isSemver("1.0.0 ") && !isSemver("01.01.01") && !isSemver("1") && !isSemver("1.1")"#,
+        r#"!isSemver("", true) && !isSemver(" 1.0.0", true) && !isSemver("1.0.0 ", true)"#,
+        r#"isSemver("v1.0.0", true) && isSemver("01.01.01", true) && isSemver("1", true) && isSemver("1.1", true)"#,
+        r#"semver("v01.01", true) == semver("1.1.0")"#,
+        r#"semver("1.0.0").isLessThan(semver("1.2.3"))"#,
+        r#"!semver("1.0.0").isLessThan(semver("1.0.0"))"#,
+        r#"semver("1.2.3").isGreaterThan(semver("1.0.0"))"#,
+        r#"!semver("1.0.0").isGreaterThan(semver("1.0.0"))"#,
+        r#"semver("1.2.3").compareTo(semver("1.2.3")) == 0"#,
+        r#"semver("1.0.0").compareTo(semver("1.2.3")) == -1"#,
+        r#"semver("1.2.3").compareTo(semver("1.0.0")) == 1"#,
+        r#"semver("1.0.0-alpha").isLessThan(semver("1.0.0"))"#,
+        r#"semver("1.0.0+a").compareTo(semver("1.0.0+b")) == 0"#,
+        r#"semver("1.2.3").major() == 1 && semver("1.2.3").minor() == 2 && semver("1.2.3").patch() == 3"#,
+        // Quantities keep their own comparisons.
+        "quantity('1Gi').isGreaterThan(quantity('1G')) && quantity('1').compareTo(quantity('1000m')) == 0",
+    ]);
+    assert_eq!(err(r#"semver("v1.0")"#), "No Major.Minor.Patch elements found");
+    assert_eq!(err("isSemver([1, 2, 3])"), "no such overload");
+}
+
+#[test]
+fn the_libraries_upstream_declares_are_there() {
+    // cel-go's strings (v2+), lists, math and bindings extensions (not the two-variable
+    // comprehensions, which the `cel` crate cannot evaluate) and the Kubernetes lists,
+    // regex and optional libraries, as the Kubernetes base environment declares them.
+    all_true(&[
+        "'hello'.reverse() == 'olleh'",
+        "strings.quote('a\"b') == '\"a\\\\\"b\"'",
+        "'a b'.split(' ', 1) == ['a b']",
+        "'abc'.indexOf('c', 1) == 2",
+        "[1, [2, [3]]].flatten() == [1, 2, [3]]",
+        "[1, 2, 1].distinct() == [1, 2]",
+        "[3, 1, 2].sort() == [1, 2, 3]",
+        "[1, 2, 3].slice(1, 2) == [2]",
+        "lists.range(3) == [0, 1, 2]",
+        "math.greatest(1, 3, 2) == 3 && math.least([1, 3]) == 1",
+        "cel.bind(x, 2, x * x) == 4",
+        "optional.ofNonZeroValue('').orValue('x') == 'x'",
+        "[1, 2].first().value() == 1 && [1, 2].last().value() == 2 && ![].last().hasValue()",
+        "optional.unwrap([optional.of(1), optional.none()]) == [1]",
+        "[optional.none(), optional.of('a')].unwrapOpt() == ['a']",
+        "'a'.matches('^a$') && '12'.find('[0-9]') == '1'",
+    ]);
+}
+
+#[test]
+fn a_rule_over_a_big_list_hits_the_per_call_limit() {
+    // One pass over a list costs a few units per element, as in cel-go: 100,000 elements fit in
+    // the per-call limit (1,000,000), 400,000 do not.
+    let p = Program::compile("self.items.all(x, x >= 0)", &["self"]).expect("ok");
+    let run = |n: i64, budget: &mut CostBudget| {
+        let mut vars = Activation::new();
+        vars.bind("self", map([("items".to_owned(), Value::List(Arc::new((0..n).map(Value::Int).collect())))]));
+        p.eval(&vars, budget)
+    };
+    let mut budget = CostBudget::new(RUNTIME_CEL_COST_BUDGET).with_timeout(Duration::from_secs(120));
+    assert_eq!(run(100_000, &mut budget), Ok(Value::Bool(true)));
+    let used = budget.used();
+    assert!(used > 100_000 && used < PER_CALL_LIMIT, "{used}");
+    let err = run(400_000, &mut budget).expect_err("over the per-call limit");
+    assert_eq!(err.to_string(), "operation cancelled: actual cost limit exceeded");
+    // What the aborted call used is charged to the shared budget, up to the per-call limit.
+    assert!(budget.used() > used + PER_CALL_LIMIT - 10 && budget.used() <= used + PER_CALL_LIMIT + 10, "{budget:?}");
+    // Once the shared budget is spent, nothing more runs.
+    let mut small = CostBudget::new(10);
+    assert_eq!(run(100, &mut small), Err(EvalError::CostLimitExceeded));
+    assert!(small.exhausted());
+    assert_eq!(run(1, &mut small), Err(EvalError::CostLimitExceeded));
+}
+
+/// Allows `alice` to get and list pods in `default`, and GET on `/healthz`, with a reason.
+struct Fake;
+
+impl Authorize for Fake {
+    fn authorize(&self, r: &AuthzRequest) -> AuthzDecision {
+        if r.user.name == "system:serviceaccount:ns:broken" {
+            return AuthzDecision { allowed: false, reason: String::new(), error: Some("no authorizer".into()) };
+        }
+        let resource = r.path.is_none()
+            && r.group.is_empty()
+            && r.resource == "pods"
+            && r.subresource.is_empty()
+            && (r.namespace == "default" || r.namespace.is_empty())
+            && matches!(r.verb.as_str(), "get" | "list");
+        let path = r.path.as_deref() == Some("/healthz") && r.verb == "get";
+        let allowed =
+            r.user.name == "alice" || (r.user.groups.iter().any(|g| g == "system:serviceaccounts:ns") && resource);
+        let allowed = allowed && (resource || path || r.name == "special");
+        AuthzDecision {
+            allowed,
+            reason: if allowed { format!("allowed {}", r.user.name) } else { String::new() },
+            error: None,
+        }
+    }
+}
+
+#[test]
+fn authorizer_library() {
+    let auth: Arc<dyn Authorize> = Arc::new(Fake);
+    let alice = AuthzUser { name: "alice".into(), uid: "1".into(), groups: vec!["system:authenticated".into()] };
+    let mut vars = Activation::new();
+    vars.bind("authorizer", authorizer(Arc::clone(&auth), alice.clone()));
+    vars.bind("authorizer.requestResource", request_resource(auth, alice, "", "pods", "", "default", "p1"));
+    let run = |expr: &str| {
+        let p = Program::compile(expr, &["authorizer"]).unwrap_or_else(|e| panic!("{expr}: {e}"));
+        p.eval_json(&vars, &mut CostBudget::default()).unwrap_or_else(|e| panic!("{expr}: {e}"))
+    };
+    assert_eq!(run("authorizer.group('').resource('pods').namespace('default').check('list').allowed()"), json!(true));
+    assert_eq!(
+        run("authorizer.group('').resource('pods').namespace('default').check('delete').allowed()"),
+        json!(false)
+    );
+    assert_eq!(run("authorizer.group('').resource('pods').subresource('log').check('get').allowed()"), json!(false));
+    assert_eq!(
+        run("authorizer.group('apps').resource('deployments').name('special').check('get').allowed()"),
+        json!(true)
+    );
+    assert_eq!(run("authorizer.group('').resource('pods').check('get').reason()"), json!("allowed alice"));
+    assert_eq!(run("authorizer.path('/healthz').check('get').allowed()"), json!(true));
+    assert_eq!(run("authorizer.path('/metrics').check('get').allowed()"), json!(false));
+    assert_eq!(run("authorizer.requestResource.check('get').allowed()"), json!(true));
+    assert_eq!(run("authorizer.requestResource.check('patch').allowed()"), json!(false));
+    assert_eq!(
+        run("authorizer.serviceAccount('ns', 'robot').group('').resource('pods').check('get').allowed()"),
+        json!(true)
+    );
+    assert_eq!(run("authorizer.serviceAccount('ns', 'robot').path('/healthz').check('get').allowed()"), json!(false));
+    let broken = "authorizer.serviceAccount('ns', 'broken').group('').resource('pods').check('get')";
+    assert_eq!(run(&format!("{broken}.errored() && {broken}.error() == 'no authorizer'")), json!(true));
+    assert_eq!(run("authorizer.group('').resource('pods').check('get').errored()"), json!(false));
 }

@@ -250,11 +250,21 @@ impl DynStrategy for CustomStrategy {
         Ok(())
     }
 
-    /// The schema, then its CEL rules (on create, update and status update alike, as upstream).
     fn validate(&self, obj: &Value, old: Option<&Value>) -> Result<Vec<FieldError>, DecodeError> {
+        self.validate_warning(obj, old, &mut Vec::new())
+    }
+
+    /// The schema, then its CEL rules (on create, update and status update alike, as upstream),
+    /// with upstream's ratcheting on update: the errors of unchanged values are warnings.
+    fn validate_warning(
+        &self,
+        obj: &Value,
+        old: Option<&Value>,
+        warnings: &mut Vec<String>,
+    ) -> Result<Vec<FieldError>, DecodeError> {
         let mut errs = Vec::new();
         if let Some(s) = &self.schema {
-            schema::validate(obj, s, &Path::new(""), &mut errs);
+            schema::validate_ratcheting(obj, old, s, &Path::new(""), &mut errs, warnings);
         }
         // As upstream, rules run only on a value of the schema's types.
         if errs.iter().any(|e| e.detail.contains(" in body must be of type ")) {
@@ -266,7 +276,7 @@ impl DynStrategy for CustomStrategy {
                 ));
             }
         } else {
-            errs.extend(self.rules.validate(obj, old));
+            errs.extend(self.rules.validate_ratcheting(obj, old, warnings));
         }
         Ok(errs)
     }

@@ -8,6 +8,13 @@
 //! when there is one (unless `optionalOldSelf`, which binds it as an optional). Old values are
 //! followed through object properties, map values and the items of `x-kubernetes-list-type: map`
 //! lists (by their keys). All rules of one object share upstream's runtime cost budget.
+//!
+//! Ratcheting (upstream's `CRDValidationRatcheting`, on by default since v1.30): on update, a
+//! rule that does not use `oldSelf` and fails on a value equal to its old value is not enforced;
+//! its error becomes a warning. A value's old value is found through object properties, map
+//! values and the items of `map` lists (by their keys) and `set` lists (by value); a value with
+//! none (an item of an atomic list, a new key) is unchanged when its nearest parent that has
+//! one is.
 
 use crate::field::{FieldError, FieldErrorType, Path};
 use k1s_cel::{Activation, CostBudget, EvalError, Program};
@@ -137,12 +144,21 @@ impl Rules {
         self.root.is_none()
     }
 
-    /// Runs the rules on `obj` (and, on update, `old`), as upstream: an error per failed rule.
+    /// Runs the rules on `obj` (and, on update, `old`), as upstream: an error per failed rule,
+    /// less the ratcheted ones.
     pub fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        self.validate_ratcheting(obj, old, &mut Vec::new())
+    }
+
+    /// As [`Rules::validate`], with the errors of the rules ratcheted on update (see the module
+    /// documentation) added to `warnings`, as upstream's warning texts.
+    pub fn validate_ratcheting(&self, obj: &Value, old: Option<&Value>, warnings: &mut Vec<String>) -> Vec<FieldError> {
         let mut errs = Vec::new();
         if let Some(root) = &self.root {
             let mut budget = CostBudget::new(k1s_cel::RUNTIME_CEL_COST_BUDGET);
-            validate_node(root, obj, old, &Path::new(""), &mut budget, &mut errs);
+            let unchanged = old.is_some_and(|o| o == obj);
+            let mut out = Outcome { errs: &mut errs, warnings, budget: &mut budget };
+            validate_node(root, obj, old, unchanged, &Path::new(""), &mut out);
         }
         errs
     }
@@ -284,29 +300,48 @@ fn correlated_item<'a>(schema: &Value, item: &Value, old: Option<&'a Value>) -> 
     old?.as_array()?.iter().find(|o| keys.iter().all(|k| o.get(k) == item.get(k)))
 }
 
+/// Where one validation's errors, ratcheted errors and cost go.
+struct Outcome<'a> {
+    errs: &'a mut Vec<FieldError>,
+    warnings: &'a mut Vec<String>,
+    budget: &'a mut CostBudget,
+}
+
+/// Whether a value whose old value is `old` is unchanged, for ratcheting: equal to its old value
+/// if it has one, else as unchanged as its parent (`parent_unchanged`).
+fn ratchet(value: &Value, old: Option<&Value>, parent_unchanged: bool) -> bool {
+    old.map_or(parent_unchanged, |o| o == value)
+}
+
+/// `unchanged`: whether the errors of `obj`'s rules are ratcheted (see the module documentation).
 fn validate_node(
     node: &Node,
     obj: &Value,
     old: Option<&Value>,
+    unchanged: bool,
     path: &Path,
-    budget: &mut CostBudget,
-    errs: &mut Vec<FieldError>,
+    out: &mut Outcome<'_>,
 ) -> bool {
     // Rules validate non-null values only.
     if obj.is_null() {
         return true;
     }
     let old = old.filter(|o| !o.is_null());
-    if !node.rules.is_empty() && !run_rules(node, obj, old, path, budget, errs) {
+    if !node.rules.is_empty() && !run_rules(node, obj, old, unchanged, path, out) {
         return false;
     }
     match obj {
         Value::Object(map) => {
             let old_map: Option<&Map<String, Value>> = old.and_then(Value::as_object);
+            // apiVersion and kind are not ratcheted: both sides carry the requested version's.
+            let root = path.as_str().is_empty();
+            let child_unchanged = |k: &str, v: &Value, o: Option<&Value>| {
+                !(root && (k == "apiVersion" || k == "kind")) && ratchet(v, o, unchanged)
+            };
             for (k, child) in &node.properties {
                 if let Some(v) = map.get(k) {
                     let o = old_map.and_then(|m| m.get(k));
-                    if !validate_node(child, v, o, &path.child(k), budget, errs) {
+                    if !validate_node(child, v, o, child_unchanged(k, v, o), &path.child(k), out) {
                         return false;
                     }
                 }
@@ -314,7 +349,7 @@ fn validate_node(
             if let Some(child) = &node.additional {
                 for (k, v) in map {
                     let o = old_map.and_then(|m| m.get(k));
-                    if !validate_node(child, v, o, &path.key(k), budget, errs) {
+                    if !validate_node(child, v, o, child_unchanged(k, v, o), &path.key(k), out) {
                         return false;
                     }
                 }
@@ -322,9 +357,13 @@ fn validate_node(
         }
         Value::Array(items) => {
             if let Some(child) = &node.items {
+                let set = node.schema.get("x-kubernetes-list-type").and_then(Value::as_str) == Some("set");
                 for (i, v) in items.iter().enumerate() {
                     let o = correlated_item(&node.schema, v, old);
-                    if !validate_node(child, v, o, &path.index(i), budget, errs) {
+                    // A set's item is correlated with an equal old item, for ratcheting only.
+                    let same = if set { old.and_then(Value::as_array).is_some_and(|a| a.contains(v)) } else { false };
+                    let item_unchanged = same || ratchet(v, o, unchanged);
+                    if !validate_node(child, v, o, item_unchanged, &path.index(i), out) {
                         return false;
                     }
                 }
@@ -340,10 +379,11 @@ fn run_rules(
     node: &Node,
     obj: &Value,
     old: Option<&Value>,
+    unchanged: bool,
     path: &Path,
-    budget: &mut CostBudget,
-    errs: &mut Vec<FieldError>,
+    out: &mut Outcome<'_>,
 ) -> bool {
+    let Outcome { errs, warnings, budget } = out;
     let ty = type_of(&node.schema).to_owned();
     let invalid = |detail: String| FieldError::invalid(path.as_str(), ty.as_str(), detail);
     if budget.exhausted() {
@@ -418,12 +458,18 @@ fn run_rules(
                     rule.message.trim().to_owned()
                 }
             });
-        errs.push(match rule.reason.as_deref() {
+        let err = match rule.reason.as_deref() {
             Some("FieldValueForbidden") => FieldError::forbidden(field, detail),
             Some("FieldValueRequired") => FieldError::required(field, detail),
             Some("FieldValueDuplicate") => FieldError::duplicate(field, ty.as_str()),
             _ => FieldError::invalid(field, ty.as_str(), detail),
-        });
+        };
+        // Ratcheting: a rule without oldSelf that fails on an unchanged value only warns.
+        if unchanged && !rule.program.uses("oldSelf") {
+            warnings.push(err.to_string());
+        } else {
+            errs.push(err);
+        }
     }
     true
 }
@@ -509,6 +555,77 @@ mod tests {
         )
         .expect_err("refused");
         assert_eq!(errs.len(), 2, "{errs:?}");
+    }
+
+    fn ratcheted(rules: Value, obj: Value, old: Value) -> (Vec<String>, Vec<String>) {
+        let r = Rules::compile(&schema(rules), &Path::new("")).expect("compiles");
+        let mut warnings = Vec::new();
+        let errs = r.validate_ratcheting(&obj, Some(&old), &mut warnings).iter().map(ToString::to_string).collect();
+        (errs, warnings)
+    }
+
+    #[test]
+    fn failures_on_unchanged_values_are_ratcheted_to_warnings() {
+        let s = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "size": {"type": "integer", "x-kubernetes-validations": [{"rule": "self <= 5", "message": "at most 5"}]},
+            "name": {"type": "string"},
+            "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                "items": {"type": "object", "x-kubernetes-validations": [{"rule": "self.port < 100", "message": "low port"}],
+                    "properties": {"name": {"type": "string"}, "port": {"type": "integer"}}}},
+            "tags": {"type": "array", "items": {"type": "string", "x-kubernetes-validations": [{"rule": "self.size() < 3", "message": "short tag"}]}}}}}});
+        let r = Rules::compile(&s, &Path::new("")).expect("compiles");
+        let run = |obj: Value, old: Option<Value>| {
+            let mut warnings = Vec::new();
+            let errs: Vec<String> =
+                r.validate_ratcheting(&obj, old.as_ref(), &mut warnings).iter().map(ToString::to_string).collect();
+            (errs, warnings)
+        };
+        let old = json!({"spec": {"size": 8, "name": "a", "ports": [{"name": "x", "port": 500}], "tags": ["long"]}});
+        // Another field changed: the unchanged size, port item and atomic-list item only warn.
+        let (errs, warnings) = run(
+            json!({"spec": {"size": 8, "name": "b", "ports": [{"name": "x", "port": 500}], "tags": ["long"]}}),
+            Some(old.clone()),
+        );
+        assert!(errs.is_empty(), "{errs:?}");
+        assert_eq!(
+            warnings,
+            [
+                "spec.size: Invalid value: \"integer\": at most 5",
+                "spec.ports[0]: Invalid value: \"object\": low port",
+                "spec.tags[0]: Invalid value: \"string\": short tag"
+            ]
+        );
+        // The ratcheted values changed (to other invalid values): enforced.
+        let (errs, warnings) = run(
+            json!({"spec": {"size": 9, "name": "a", "ports": [{"name": "y", "port": 500}, {"name": "x", "port": 500}], "tags": ["long", "x"]}}),
+            Some(old.clone()),
+        );
+        assert_eq!(
+            errs,
+            [
+                "spec.size: Invalid value: \"integer\": at most 5",
+                "spec.ports[0]: Invalid value: \"object\": low port",
+                "spec.tags[0]: Invalid value: \"string\": short tag"
+            ]
+        );
+        // The map-list item `x`, found by its key, is unchanged: it warns; `long` is the item of a
+        // changed atomic list, which has no old value of its own: enforced.
+        assert_eq!(warnings, ["spec.ports[1]: Invalid value: \"object\": low port"]);
+        // On create, nothing is ratcheted.
+        assert_eq!(run(old.clone(), None).0.len(), 3);
+        // A transition rule is never ratcheted.
+        let (errs, warnings) = ratcheted(
+            json!([{"rule": "self.size == oldSelf.size + 1", "message": "must grow by one"}]),
+            json!({"spec": {"size": 1, "name": "b"}}),
+            json!({"spec": {"size": 1, "name": "a"}}),
+        );
+        assert_eq!((errs.len(), warnings.len()), (1, 0), "{errs:?}");
+        let (errs, warnings) = ratcheted(
+            json!([{"rule": "self.size == 2", "message": "two"}]),
+            json!({"spec": {"size": 1}}),
+            json!({"spec": {"size": 1}}),
+        );
+        assert!(errs.is_empty() && warnings == ["spec: Invalid value: \"object\": two"], "{errs:?} {warnings:?}");
     }
 
     #[test]

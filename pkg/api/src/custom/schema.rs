@@ -128,6 +128,41 @@ fn is_type(v: &Value, t: &str) -> bool {
 
 /// Validates `value` at `path` against `schema`.
 pub fn validate(value: &Value, schema: &Value, path: &Path, errs: &mut Vec<FieldError>) {
+    validate_ratcheting(value, None, schema, path, errs, &mut Vec::new());
+}
+
+/// The item of the `map` or `set` list `old` that `item` is correlated with: the one with the
+/// same `x-kubernetes-list-map-keys`, or an equal one. Items of atomic lists have none.
+fn correlated_item<'a>(schema: &Value, item: &Value, old: Option<&'a Value>) -> Option<&'a Value> {
+    let old = old?.as_array()?;
+    match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
+        Some("map") => {
+            let keys: Vec<&str> =
+                schema.get("x-kubernetes-list-map-keys")?.as_array()?.iter().filter_map(Value::as_str).collect();
+            old.iter().find(|o| keys.iter().all(|k| o.get(k) == item.get(k)))
+        }
+        Some("set") => old.iter().find(|o| *o == item),
+        _ => None,
+    }
+}
+
+/// As [`validate`], on update, with upstream's ratcheting (`CRDValidationRatcheting`): the
+/// errors of a value equal to its old value (`old`, found through object properties and the
+/// items of `map` and `set` lists) are not enforced but added to `warnings`.
+pub fn validate_ratcheting(
+    value: &Value,
+    old: Option<&Value>,
+    schema: &Value,
+    path: &Path,
+    errs: &mut Vec<FieldError>,
+    warnings: &mut Vec<String>,
+) {
+    if old.is_some_and(|o| o == value) {
+        let mut ratcheted = Vec::new();
+        validate_ratcheting(value, None, schema, path, &mut ratcheted, &mut Vec::new());
+        warnings.extend(ratcheted.iter().map(ToString::to_string));
+        return;
+    }
     let p = path.as_str();
     if value.is_null() {
         if !flag(schema, "nullable") && schema.get("type").is_some() {
@@ -194,7 +229,8 @@ pub fn validate(value: &Value, schema: &Value, path: &Path, errs: &mut Vec<Field
             }
             if let Some(s) = schema.get("items") {
                 for (i, v) in items.iter().enumerate() {
-                    validate(v, s, &path.index(i), errs);
+                    let o = correlated_item(schema, v, old);
+                    validate_ratcheting(v, o, s, &path.index(i), errs, warnings);
                 }
             }
         }
@@ -226,7 +262,8 @@ pub fn validate(value: &Value, schema: &Value, path: &Path, errs: &mut Vec<Field
                     continue;
                 }
                 if let Some(s) = props.and_then(|p| p.get(k)).or(extra) {
-                    validate(v, s, &path.child(k), errs);
+                    let o = old.and_then(|o| o.get(k));
+                    validate_ratcheting(v, o, s, &path.child(k), errs, warnings);
                 }
             }
         }
@@ -370,5 +407,32 @@ mod tests {
             ["spec.size: Invalid value: 11: spec.size in body should be less than or equal to 10"]
         );
         assert_eq!(errors(&json!({"spec": {}})), ["spec.size: Required value"]);
+    }
+
+    #[test]
+    fn errors_of_unchanged_values_are_ratcheted_on_update() {
+        let s = json!({"type": "object", "properties": {"spec": {"type": "object", "required": ["size"], "properties": {
+            "size": {"type": "integer", "maximum": 5},
+            "name": {"type": "string", "maxLength": 2},
+            "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string", "maxLength": 1}}}}}});
+        let run = |obj: Value, old: Option<Value>| {
+            let (mut errs, mut warnings) = (Vec::new(), Vec::new());
+            validate_ratcheting(&obj, old.as_ref(), &s, &Path::new(""), &mut errs, &mut warnings);
+            (errs.iter().map(ToString::to_string).collect::<Vec<_>>(), warnings)
+        };
+        let old = json!({"spec": {"size": 8, "name": "abc", "tags": ["xx"]}});
+        let (errs, warnings) = run(json!({"spec": {"size": 8, "name": "abc", "tags": ["xx", "y"]}}), Some(old.clone()));
+        assert!(errs.is_empty(), "{errs:?}");
+        assert_eq!(
+            warnings,
+            [
+                "spec.size: Invalid value: 8: spec.size in body should be less than or equal to 5",
+                "spec.name: Too long: may not be more than 2 bytes",
+                "spec.tags[0]: Too long: may not be more than 1 bytes"
+            ]
+        );
+        let (errs, _) = run(json!({"spec": {"size": 9, "name": "abcd", "tags": ["zz"]}}), Some(old.clone()));
+        assert_eq!(errs.len(), 3, "{errs:?}");
+        assert_eq!(run(old, None).0.len(), 3);
     }
 }

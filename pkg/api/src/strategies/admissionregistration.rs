@@ -122,7 +122,7 @@ fn compiles(errs: &mut Vec<FieldError>, expr: &str, path: String, vars: &[&str])
 
 /// The variables a policy's expressions may name (`params` only with a `paramKind`).
 fn policy_vars(spec: &Value) -> Vec<&'static str> {
-    let mut vars = vec!["object", "oldObject", "request", "namespaceObject", "variables"];
+    let mut vars = vec!["object", "oldObject", "request", "namespaceObject", "variables", "authorizer"];
     if spec.get("paramKind").is_some_and(|p| !p.is_null()) {
         vars.push("params");
     }

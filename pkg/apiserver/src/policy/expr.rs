@@ -4,13 +4,13 @@
 
 use serde_json::Value;
 
-/// The variables of a policy's expressions (`params` only with a `paramKind`). Upstream also
-/// declares `authorizer`, which k1s does not provide: expressions naming it do not compile.
+/// The variables of a policy's expressions (`params` only with a `paramKind`); `authorizer`
+/// (with `authorizer.requestResource`) is bound by [`Bindings::bind`].
 pub fn policy_vars(has_params: bool) -> &'static [&'static str] {
     if has_params {
-        &["object", "oldObject", "request", "namespaceObject", "variables", "params"]
+        &["object", "oldObject", "request", "namespaceObject", "variables", "authorizer", "params"]
     } else {
-        &["object", "oldObject", "request", "namespaceObject", "variables"]
+        &["object", "oldObject", "request", "namespaceObject", "variables", "authorizer"]
     }
 }
 
@@ -40,6 +40,11 @@ impl Bindings {
     /// Binds (or rebinds) `name`.
     pub fn set(&mut self, name: &str, value: &Value) {
         self.activation.bind_json(name, value);
+    }
+
+    /// Binds `name` to a CEL value that JSON cannot hold (the `authorizer`).
+    pub fn bind(&mut self, name: &str, value: k1s_cel::Value) {
+        self.activation.bind(name, value);
     }
 }
 

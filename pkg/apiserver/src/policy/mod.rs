@@ -13,9 +13,11 @@
 //! evaluated (their errors count as upstream's) and logged. The policy's status
 //! (`observedGeneration`, `typeChecking`) is written by [`status`].
 //!
-//! Not available: the `authorizer` CEL variable; type checking against the matched kinds'
-//! schemas (k1s reports expressions that do not compile instead).
+//! The `authorizer` CEL variable asks the server's authorizer ([`authz`]). Not available: type
+//! checking against the matched kinds' schemas (k1s reports expressions that do not compile
+//! instead).
 
+pub mod authz;
 pub mod expr;
 pub mod matching;
 pub mod params;
@@ -56,6 +58,8 @@ pub struct Policies {
     state: RwLock<Arc<Snapshot>>,
     /// Wakes the status writer after a reload.
     changed: tokio::sync::Notify,
+    /// What the `authorizer` variable asks; unset, expressions naming it fail when they run.
+    authorizer: std::sync::OnceLock<Arc<dyn k1s_cel::Authorize>>,
 }
 
 fn load(store: &Store, prefix: &str) -> Vec<Value> {
@@ -72,9 +76,19 @@ fn load(store: &Store, prefix: &str) -> Vec<Value> {
 
 impl Policies {
     pub fn new(store: Store) -> Arc<Policies> {
-        let p = Arc::new(Policies { store, state: RwLock::default(), changed: tokio::sync::Notify::new() });
+        let p = Arc::new(Policies {
+            store,
+            state: RwLock::default(),
+            changed: tokio::sync::Notify::new(),
+            authorizer: std::sync::OnceLock::new(),
+        });
         p.refresh();
         p
+    }
+
+    /// Backs the `authorizer` variable with the server's authorizer (set once, at start).
+    pub fn set_authorizer(&self, authorizer: Arc<dyn crate::auth::Authorizer>) {
+        let _ = self.authorizer.set(Arc::new(authz::ServerAuthorizer(authorizer)));
     }
 
     fn current(&self) -> Arc<Snapshot> {
@@ -347,6 +361,8 @@ fn dispatch(p: &Policies, snapshot: &Snapshot, attrs: &Attributes<'_>) -> Result
         namespace.get_or_init(|| p.get(&format!("/registry/namespaces/{ns}"))).as_ref()
     };
     let mut denials: Vec<Denial> = Vec::new();
+    let authorizer = p.authorizer.get().map(|a| authz::variables(a, attrs));
+    let extra: &[(&str, k1s_cel::Value)] = authorizer.as_ref().map_or(&[], |a| a.as_slice());
     for hook in &snapshot.hooks {
         let policy = &hook.policy;
         let config_error = |denials: &mut Vec<Denial>, binding: Option<&str>, err: String| {
@@ -440,7 +456,7 @@ fn dispatch(p: &Policies, snapshot: &Snapshot, attrs: &Attributes<'_>) -> Result
                 if policy.uses("params") {
                     vars.insert("params".into(), param.unwrap_or(Value::Null));
                 }
-                let outcome = policy.evaluate(vars);
+                let outcome = policy.evaluate_with(vars, extra);
                 for (i, d) in outcome.decisions.into_iter().enumerate() {
                     if !d.deny {
                         continue;

@@ -138,8 +138,18 @@ impl Policy {
     }
 
     /// Evaluates the policy against the request in `vars` (without `variables`).
+    #[cfg(test)]
     pub fn evaluate(&self, vars: Map<String, Value>) -> Outcome {
-        let mut ctx = Eval { vars: Bindings::new(&vars), variables: &self.variables, values: HashMap::new() };
+        self.evaluate_with(vars, &[])
+    }
+
+    /// As [`Policy::evaluate`], with `extra` CEL values bound too (the `authorizer`).
+    pub fn evaluate_with(&self, vars: Map<String, Value>, extra: &[(&str, k1s_cel::Value)]) -> Outcome {
+        let mut bindings = Bindings::new(&vars);
+        for (name, value) in extra {
+            bindings.bind(name, value.clone());
+        }
+        let mut ctx = Eval { vars: bindings, variables: &self.variables, values: HashMap::new() };
         let error_decision = |message: String| Decision { deny: !self.fail_open, message, reason: None, error: true };
         match ctx.conditions(&self.match_conditions, self.fail_open) {
             Ok(true) => {}

@@ -226,7 +226,7 @@ impl Registry {
         Ok(())
     }
 
-    fn validate(&self, ctx: &Ctx<'_>, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+    fn validate(&self, ctx: &mut Ctx<'_>, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
         let info = ctx.info;
         let mut errs: Vec<FieldError> = metav::validate_object_meta(
             obj.get("metadata").unwrap_or(&Value::Null),
@@ -243,7 +243,7 @@ impl Registry {
         }
         let kind_errs = match (ctx.subresource, old) {
             (Some(sub), Some(old)) => info.strategy.validate_subresource(sub, obj, old),
-            _ => info.strategy.validate(obj, old),
+            _ => info.strategy.validate_warning(obj, old, &mut ctx.warnings),
         };
         errs.extend(kind_errs.map_err(|e| ApiError::bad_request(e.0))?);
         if errs.is_empty() {
