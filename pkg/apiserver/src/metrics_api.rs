@@ -179,7 +179,7 @@ async fn scrape(kubelet: Option<&KubeletClient>, node: &Value) -> Result<Scrape,
     let resp = client
         .send(&target, Method::GET, "/metrics/resource", HeaderMap::new())
         .await
-        .map_err(|e| unavailable(e.to_string()))?;
+        .map_err(|e| unavailable(k1s_api::errors::chain(&e)))?;
     let status = resp.status();
     let body = resp.into_body().collect().await.map_err(|e| unavailable(e.to_string()))?.to_bytes();
     if status != StatusCode::OK {

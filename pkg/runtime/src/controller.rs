@@ -245,7 +245,9 @@ pub async fn reconcile_loop<K, C, F, Fut, E>(
             |obj: Arc<K>, error: &E, w: Arc<Wrapped<C, K>>| {
                 let key = ObjectRef::from_obj(&*obj);
                 let (failures, delay) = w.failures.failed_with_count(&key);
-                tracing::warn!(controller = w.name, object = %key, %error, failures, retry_in = ?delay, "reconcile failed");
+                // As a `dyn Error`, so that the log line carries its sources.
+                let error = error as &(dyn std::error::Error + 'static);
+                tracing::warn!(controller = w.name, object = %key, error, failures, retry_in = ?delay, "reconcile failed");
                 Action::requeue(delay)
             },
             wrapped,

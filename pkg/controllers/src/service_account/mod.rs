@@ -6,7 +6,7 @@
 pub mod default_account;
 pub mod root_ca;
 
-use crate::core::chain;
+use k1s_api::errors::chain;
 use crate::Context;
 use futures::StreamExt;
 use k1s_runtime::backoff::{Backoff, Failures};
