@@ -9,6 +9,7 @@ pub mod apply;
 pub mod conversion;
 pub mod custom;
 pub mod deletion;
+pub mod errors;
 pub mod field;
 pub mod meta;
 pub mod metrics;

@@ -23,7 +23,7 @@ pub enum NameRule {
 
 /// Kind-specific rules. Generic metadata (name, labels, annotations, owner references,
 /// uid/resourceVersion/generation) is handled by the registry for every kind.
-pub trait Strategy: Send + Sync + 'static {
+pub trait Strategy: ObjectHooks + 'static {
     type Object: Serialize + DeserializeOwned + Clone + Send + Sync + 'static;
 
     /// False only for strategies that keep the no-op `prepare_for_create` and
@@ -60,10 +60,13 @@ pub trait Strategy: Send + Sync + 'static {
     /// Adjusts the typed object's JSON encoding where serde's differs from Go's (e.g. a `f64`
     /// field holding a whole number, which Go writes as `10` and serde as `10.0`).
     fn encoded(&self, _obj: &mut Value) {}
+}
 
-    // The hooks below work on the JSON object: the registry asks them on every write and list
-    // item, where decoding into the typed object would be waste.
-
+/// The rules the registry asks of the stored JSON object, on every write and list item, where
+/// decoding into the typed object would be waste. A [`Strategy`] states them for its kind; a
+/// [`DynStrategy`] answers them (through [`Typed`], or directly for custom resources): each
+/// default lives here once.
+pub trait ObjectHooks: Send + Sync {
     /// Whether objects carry `metadata.generation`, set to 1 on create and bumped by every
     /// change [`Self::generation_changed`] counts (upstream's strategies bump it in
     /// `PrepareForUpdate`).
@@ -126,7 +129,7 @@ pub struct Normalized {
 }
 
 /// Object-safe face of a [`Strategy`], working on JSON values.
-pub trait DynStrategy: Send + Sync {
+pub trait DynStrategy: ObjectHooks {
     fn name_rule(&self) -> NameRule;
     /// Decodes into the typed object (collecting unknown fields), defaults it, encodes it back.
     fn normalize(&self, obj: Value) -> Result<Normalized, DecodeError>;
@@ -151,42 +154,6 @@ pub trait DynStrategy: Send + Sync {
         old: &Value,
     ) -> Result<Vec<FieldError>, DecodeError> {
         self.validate(obj, Some(old))
-    }
-    /// See [`Strategy::tracks_generation`].
-    fn tracks_generation(&self) -> bool {
-        false
-    }
-    /// See [`Strategy::generation_changed`].
-    fn generation_changed(&self, new: &Value, old: &Value) -> bool {
-        new.get("spec") != old.get("spec")
-    }
-    /// See [`Strategy::status_update_keeps_annotations`].
-    fn status_update_keeps_annotations(&self) -> bool {
-        false
-    }
-    /// See [`Strategy::selectable_fields`].
-    fn selectable_fields(&self) -> &'static [&'static str] {
-        &[]
-    }
-    /// See [`Strategy::field_value`].
-    fn field_value(&self, obj: &Value, field: &str) -> String {
-        crate::selectors::field_string(obj, field).unwrap_or_default()
-    }
-    /// See [`Strategy::allow_create_on_update`].
-    fn allow_create_on_update(&self) -> bool {
-        false
-    }
-    /// See [`Strategy::on_delete`].
-    fn on_delete(&self, _old: &Value, _opts: &DeleteOptions) -> DeletePlan {
-        DeletePlan::default()
-    }
-    /// See [`Strategy::deletion_held`].
-    fn deletion_held(&self, _obj: &Value) -> bool {
-        false
-    }
-    /// See [`Strategy::subresource_field`].
-    fn subresource_field(&self, _subresource: &str) -> Option<&'static [&'static str]> {
-        None
     }
 }
 
@@ -277,7 +244,10 @@ impl<S: Strategy> DynStrategy for Typed<S> {
         let typed: S::Object = decode(obj)?;
         Ok(self.0.validate_subresource_update(subresource, &typed, &decode(old)?))
     }
+}
 
+/// Typed strategies answer the JSON hooks themselves.
+impl<S: Strategy> ObjectHooks for Typed<S> {
     fn tracks_generation(&self) -> bool {
         self.0.tracks_generation()
     }
@@ -329,6 +299,8 @@ impl<T: Serialize + DeserializeOwned + Clone + Send + Sync + 'static> Strategy f
     const PREPARES: bool = false;
 }
 
+impl<T> ObjectHooks for Generic<T> {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -356,6 +328,7 @@ mod tests {
             obj.data = None;
         }
     }
+    impl ObjectHooks for ClearsData {}
 
     #[test]
     fn preparation_runs_unless_the_strategy_has_none() {

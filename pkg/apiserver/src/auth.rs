@@ -1,7 +1,7 @@
 //! Authentication (who is calling) and authorization (may they do this), each behind a trait so
 //! that bearer tokens and RBAC plug in later without touching the request path.
 
-use crate::request::RequestInfo;
+use crate::request::{RequestInfo, RequestSubresource, RequestVerb, Verb};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
@@ -151,14 +151,14 @@ impl Authorizer for BuiltinAuthorizer {
             return Decision::Allow;
         }
         // Cluster DNS only reads Services, EndpointSlices and Namespaces.
-        if u.name == "system:k1s-dns" && matches!(attrs.info.verb.as_str(), "get" | "list" | "watch") {
+        if u.name == "system:k1s-dns" && matches!(attrs.info.verb.api(), Some(Verb::Get | Verb::List | Verb::Watch)) {
             return Decision::Allow;
         }
         if u.name.starts_with("system:node:") && u.groups.iter().any(|g| g == "system:nodes") {
             return Decision::Allow;
         }
         let info = attrs.info;
-        if !info.is_resource && (info.verb == "get" || info.verb == "head") {
+        if !info.is_resource && (info.verb.is(Verb::Get) || info.verb.as_str() == "head") {
             let p = info.path.as_str();
             let public =
                 ["/api", "/apis", "/version", "/openapi", "/livez", "/readyz", "/healthz", "/.well-known", "/openid"];
@@ -169,7 +169,7 @@ impl Authorizer for BuiltinAuthorizer {
             }
         }
         if info.is_resource
-            && info.verb == "create"
+            && info.verb.is(Verb::Create)
             && (info.group == "authorization.k8s.io" || info.group == "authentication.k8s.io")
             && matches!(
                 info.resource.as_str(),
@@ -252,10 +252,10 @@ pub fn impersonate(
     for (group, resource, subresource, namespace, target) in &asks {
         let info = RequestInfo {
             is_resource: true,
-            verb: "impersonate".into(),
+            verb: RequestVerb::named("impersonate"),
             group: group.to_string(),
             resource: resource.to_string(),
-            subresource: subresource.clone(),
+            subresource: subresource.as_deref().map(RequestSubresource::named),
             namespace: namespace.clone(),
             name: Some(target.clone()),
             ..Default::default()

@@ -81,14 +81,14 @@ async fn authenticated(
                     ResourceTarget::Resource {
                         group: &info.group,
                         resource: &info.resource,
-                        subresource: info.subresource.as_deref(),
+                        subresource: info.subresource_name(),
                         namespace: info.namespace.as_deref(),
                         name: info.name.as_deref(),
                     }
                 } else {
                     ResourceTarget::Path(&path)
                 };
-                let e = ApiError::forbidden(&user.name, &info.verb, &target);
+                let e = ApiError::forbidden(&user.name, info.verb.as_str(), &target);
                 return refuse(req, &e).await;
             }
         }

@@ -36,6 +36,7 @@ use bytes::Bytes;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Incoming;
+use k1s_api::errors::chain;
 use k1s_api::FieldError;
 pub(crate) use kubelet::KubeletClient;
 use serde_json::Value;
@@ -404,8 +405,9 @@ async fn kubelet_error(resp: Response<Incoming>) -> ApiError {
 }
 
 fn dial_error(e: KubeletClientError) -> ApiError {
-    tracing::debug!(error = %e, "reaching the kubelet failed");
-    ApiError::internal(e.to_string())
+    let message = chain(&e);
+    tracing::debug!(error = %message, "reaching the kubelet failed");
+    ApiError::internal(message)
 }
 
 async fn log(
@@ -623,12 +625,12 @@ async fn translated(
     }
     let backend = hyper::upgrade::on(resp).await.map_err(|e| ApiError::internal(format!("kubelet upgrade: {e}")))?;
     let mut session = spdy::session::Session::start(hyper_util::rt::TokioIo::new(backend))
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+        .map_err(|e| ApiError::internal(chain(&e)))?;
     let streams = match translate::open_streams(&mut session, opts).await {
         Ok(s) => s,
         Err(e) => {
             session.close().await;
-            return Err(ApiError::internal(format!("error creating the streams to the kubelet: {e}")));
+            return Err(ApiError::internal(format!("error creating the streams to the kubelet: {}", chain(&e))));
         }
     };
     let Some(answer) = websocket::accept(client_headers, translate::PROTOCOL_V5) else {

@@ -8,8 +8,10 @@
 //! instead of "metrics not available yet".
 
 use crate::endpoints::reply::respond_json;
-use crate::endpoints::{Body, State};
+use crate::endpoints::Body;
 use crate::error::ApiError;
+use crate::kubelet_proxy::KubeletClient;
+use crate::registry::Registry;
 use crate::registry::{builtin, ListOptions};
 use http::{HeaderMap, Method, Response, StatusCode};
 use http_body_util::BodyExt;
@@ -169,15 +171,15 @@ pub struct Cache {
     nodes: tokio::sync::Mutex<HashMap<String, Vec<(Instant, Scrape)>>>,
 }
 
-async fn scrape(state: &State, node: &Value) -> Result<Scrape, ApiError> {
+async fn scrape(kubelet: Option<&KubeletClient>, node: &Value) -> Result<Scrape, ApiError> {
     let unavailable = |msg: String| ApiError::new(503, "ServiceUnavailable", msg);
-    let client = state.kubelet.as_ref().ok_or_else(|| unavailable("the API server has no kubelet client".into()))?;
+    let client = kubelet.ok_or_else(|| unavailable("the API server has no kubelet client".into()))?;
     let target =
         crate::kubelet_proxy::target_of(node).ok_or_else(|| unavailable("the node has no usable address".into()))?;
     let resp = client
         .send(&target, Method::GET, "/metrics/resource", HeaderMap::new())
         .await
-        .map_err(|e| unavailable(e.to_string()))?;
+        .map_err(|e| unavailable(k1s_api::errors::chain(&e)))?;
     let status = resp.status();
     let body = resp.into_body().collect().await.map_err(|e| unavailable(e.to_string()))?.to_bytes();
     if status != StatusCode::OK {
@@ -188,19 +190,19 @@ async fn scrape(state: &State, node: &Value) -> Result<Scrape, ApiError> {
 
 /// The two scrapes of `node` to compute rates between, scraping when the newest is older than
 /// [`RESOLUTION`].
-async fn scrapes(state: &State, node: &Value) -> Result<(Scrape, Scrape), ApiError> {
+async fn scrapes(kubelet: Option<&KubeletClient>, cache: &Cache, node: &Value) -> Result<(Scrape, Scrape), ApiError> {
     let name = node.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
-    let mut nodes = state.metrics_api.nodes.lock().await;
+    let mut nodes = cache.nodes.lock().await;
     let kept = nodes.entry(name).or_default();
     kept.retain(|(at, _)| at.elapsed() < STALE);
     if kept.last().is_none_or(|(at, _)| at.elapsed() >= RESOLUTION) {
-        kept.push((Instant::now(), scrape(state, node).await?));
+        kept.push((Instant::now(), scrape(kubelet, node).await?));
     }
     if kept.len() < 2 {
         if let Some((at, _)) = kept.last() {
             tokio::time::sleep(MIN_WINDOW.saturating_sub(at.elapsed())).await;
         }
-        kept.push((Instant::now(), scrape(state, node).await?));
+        kept.push((Instant::now(), scrape(kubelet, node).await?));
     }
     let n = kept.len();
     kept.drain(..n.saturating_sub(2));
@@ -253,9 +255,12 @@ fn pod_metrics(pod: &Value, prev: &Scrape, cur: &Scrape) -> Option<Value> {
 }
 
 /// `get` and `list` of `nodes` and `pods` in `metrics.k8s.io/v1beta1`; label and field
-/// selectors select the nodes and pods as they would in core/v1.
+/// selectors select the nodes and pods as they would in core/v1: read from `registry`, scraped
+/// through `kubelet` (none: 503), the scrapes kept in `cache`.
 pub(crate) async fn handle(
-    state: &State,
+    registry: &Registry,
+    kubelet: Option<&KubeletClient>,
+    cache: &Cache,
     res: &'static ResourceInfo,
     namespace: Option<&str>,
     name: Option<&str>,
@@ -265,7 +270,7 @@ pub(crate) async fn handle(
     let source = builtin("", "v1", if pods { "pods" } else { "nodes" })?;
     let kind = if pods { "podmetrics" } else { "nodemetrics" };
     let objects: Vec<Value> = match name {
-        Some(name) => match state.registry.get(source, namespace, name) {
+        Some(name) => match registry.get(source, namespace, name) {
             Ok(o) => vec![o],
             // metrics-server names its own resource.
             Err(e) if e.code == 404 => return Err(ApiError::not_found(res.group, kind, name)),
@@ -277,7 +282,7 @@ pub(crate) async fn handle(
                 field_selector: opts.field_selector.clone(),
                 ..Default::default()
             };
-            state.registry.list(source, namespace, &all)?.items
+            registry.list(source, namespace, &all)?.items
         }
     };
     // Only the nodes asked about (or running the pods asked about) are scraped.
@@ -285,8 +290,7 @@ pub(crate) async fn handle(
     let nodes: &[Value] = if pods {
         let wanted: HashSet<&str> =
             objects.iter().filter_map(|p| p.pointer("/spec/nodeName").and_then(Value::as_str)).collect();
-        listed = state
-            .registry
+        listed = registry
             .list(builtin("", "v1", "nodes")?, None, &ListOptions::default())?
             .items
             .into_iter()
@@ -299,7 +303,7 @@ pub(crate) async fn handle(
     let mut by_node: HashMap<String, (Scrape, Scrape)> = HashMap::new();
     for node in nodes {
         let name = node.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-        match scrapes(state, node).await {
+        match scrapes(kubelet, cache, node).await {
             Ok(pair) => {
                 by_node.insert(name.to_string(), pair);
             }

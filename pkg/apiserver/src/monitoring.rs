@@ -21,7 +21,7 @@
 //! so no client can grow the number of series.
 
 use crate::endpoints::Body;
-use crate::request::RequestInfo;
+use crate::request::{RequestInfo, Verb};
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use http_body_util::BodyExt;
@@ -164,9 +164,9 @@ impl Monitoring {
     ) -> Option<Tracked> {
         let (group, version, resource, subresource, path_label) = if info.is_resource {
             let res = res?;
-            let sub = match &info.subresource {
+            let sub = match info.subresource_name() {
                 None => "",
-                Some(s) => res.subresources.iter().find(|x| x.name == s.as_str())?.name,
+                Some(s) => res.subresources.iter().find(|x| x.name == s)?.name,
             };
             (res.group, res.version, res.resource, sub.to_string(), false)
         } else {
@@ -174,10 +174,10 @@ impl Monitoring {
         };
         let connect = matches!(subresource.as_str(), "exec" | "attach" | "portforward" | "proxy") && info.is_resource;
         let verb = reported_verb(method, info, connect, apply);
-        let long_running = info.verb == "watch"
+        let long_running = info.verb.is(Verb::Watch)
             || (info.is_resource
                 && matches!(subresource.as_str(), "log" | "exec" | "attach" | "portforward" | "proxy"));
-        let scope = if info.name.is_some() || info.verb == "create" {
+        let scope = if info.name.is_some() || info.verb.is(Verb::Create) {
             "resource"
         } else if info.namespace.is_some() {
             "namespace"
@@ -196,11 +196,12 @@ impl Monitoring {
             scope,
             component: COMPONENT,
         };
-        let kind = if matches!(info.verb.as_str(), "get" | "list" | "watch") || method == http::Method::GET {
-            "readOnly"
-        } else {
-            "mutating"
-        };
+        let kind =
+            if matches!(info.verb.api(), Some(Verb::Get | Verb::List | Verb::Watch)) || method == http::Method::GET {
+                "readOnly"
+            } else {
+                "mutating"
+            };
         let gauge = if long_running {
             self.long_running.get_or_create(&labels).clone()
         } else {
@@ -256,17 +257,17 @@ fn reported_verb(method: &http::Method, info: &RequestInfo, connect: bool, apply
             _ => "other",
         };
     }
-    match info.verb.as_str() {
-        "get" => "GET",
-        "list" => "LIST",
-        "watch" => "WATCH",
-        "create" => "POST",
-        "update" => "PUT",
-        "patch" if apply => "APPLY",
-        "patch" => "PATCH",
-        "delete" => "DELETE",
-        "deletecollection" => "DELETECOLLECTION",
-        _ => "other",
+    match info.verb.api() {
+        Some(Verb::Get) => "GET",
+        Some(Verb::List) => "LIST",
+        Some(Verb::Watch) => "WATCH",
+        Some(Verb::Create) => "POST",
+        Some(Verb::Update) => "PUT",
+        Some(Verb::Patch) if apply => "APPLY",
+        Some(Verb::Patch) => "PATCH",
+        Some(Verb::Delete) => "DELETE",
+        Some(Verb::DeleteCollection) => "DELETECOLLECTION",
+        Some(Verb::Proxy) | None => "other",
     }
 }
 

@@ -11,7 +11,7 @@
 
 use crate::auth::{Attributes, Authorizer, Decision, UserInfo};
 use crate::registry::Registry;
-use crate::request::RequestInfo;
+use crate::request::{RequestInfo, RequestSubresource, RequestVerb};
 use k1s_api::resources::ResourceInfo;
 use k1s_store::Store;
 use serde::de::DeserializeOwned;
@@ -41,7 +41,7 @@ pub struct PolicyRule {
 impl PolicyRule {
     /// Whether this rule covers the request.
     pub fn allows(&self, req: &RequestInfo) -> bool {
-        if !self.verbs.iter().any(|v| v == "*" || *v == req.verb) {
+        if !self.verbs.iter().any(|v| v == "*" || v == req.verb.as_str()) {
             return false;
         }
         if !req.is_resource {
@@ -56,7 +56,7 @@ impl PolicyRule {
             if r == "*" {
                 return true;
             }
-            match req.subresource.as_deref() {
+            match req.subresource_name() {
                 None => *r == req.resource,
                 Some(sub) => r.split_once('/').is_some_and(|(res, s)| s == sub && (res == "*" || res == req.resource)),
             }
@@ -336,7 +336,7 @@ impl EscalationCheck {
     fn allowed(&self, user: &UserInfo, verb: &str, resource: &str, namespace: Option<&str>, name: &str) -> bool {
         let req = RequestInfo {
             is_resource: true,
-            verb: verb.into(),
+            verb: RequestVerb::named(verb),
             group: GROUP.into(),
             version: "v1".into(),
             resource: resource.into(),
@@ -426,8 +426,12 @@ fn uncovered(owned: &[PolicyRule], requested: &[PolicyRule]) -> Vec<PolicyRule> 
     for r in requested {
         for verb in &r.verbs {
             for url in &r.non_resource_urls {
-                let req =
-                    RequestInfo { is_resource: false, verb: verb.clone(), path: url.clone(), ..Default::default() };
+                let req = RequestInfo {
+                    is_resource: false,
+                    verb: RequestVerb::named(verb),
+                    path: url.clone(),
+                    ..Default::default()
+                };
                 if !owned.iter().any(|o| o.allows(&req)) {
                     missing.push(PolicyRule {
                         verbs: vec![verb.clone()],
@@ -450,10 +454,10 @@ fn uncovered(owned: &[PolicyRule], requested: &[PolicyRule]) -> Vec<PolicyRule> 
                     for name in names {
                         let req = RequestInfo {
                             is_resource: true,
-                            verb: verb.clone(),
+                            verb: RequestVerb::named(verb),
                             group: group.clone(),
                             resource: res.clone(),
-                            subresource: sub.clone(),
+                            subresource: sub.as_deref().map(RequestSubresource::named),
                             name: name.clone(),
                             ..Default::default()
                         };
@@ -886,10 +890,10 @@ mod tests {
     fn req(verb: &str, group: &str, resource: &str, sub: Option<&str>, name: Option<&str>) -> RequestInfo {
         RequestInfo {
             is_resource: true,
-            verb: verb.into(),
+            verb: RequestVerb::named(verb),
             group: group.into(),
             resource: resource.into(),
-            subresource: sub.map(str::to_string),
+            subresource: sub.map(RequestSubresource::named),
             name: name.map(str::to_string),
             namespace: Some("default".into()),
             ..Default::default()
@@ -926,7 +930,7 @@ mod tests {
         let discovery = pr(urls(&["/apis", "/apis/*", "/version"], &["get"]));
         let path = |verb: &str, p: &str| RequestInfo {
             is_resource: false,
-            verb: verb.into(),
+            verb: RequestVerb::named(verb),
             path: p.into(),
             ..Default::default()
         };

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 pub enum ServeError {
     #[error("invalid TLS material ({what}): {message}")]
     Tls { what: &'static str, message: String },
-    #[error("binding {addr}: {source}")]
+    #[error("binding {addr}")]
     Bind { addr: SocketAddr, source: std::io::Error },
     #[error("invalid configuration: {0}")]
     Config(String),

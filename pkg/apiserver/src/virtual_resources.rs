@@ -1,14 +1,16 @@
 //! Create-only kinds computed by the server: access reviews, self-subject reviews and
 //! `bindings`.
 
-use crate::auth::{Attributes, Decision, UserInfo};
+use crate::auth::{Attributes, Authorizer, Decision, UserInfo};
 use crate::endpoints::body::{decode_body, read_request_body};
 use crate::endpoints::command::Verb;
 use crate::endpoints::reply::respond_json;
-use crate::endpoints::{Body, State};
+use crate::endpoints::Body;
 use crate::error::ApiError;
-use crate::registry::{Ctx, FieldValidation};
-use crate::request::RequestInfo;
+use crate::rbac::RbacAuthorizer;
+use crate::registry::{Ctx, FieldValidation, Registry};
+use crate::request::{RequestInfo, RequestSubresource, RequestVerb};
+use crate::serviceaccount::Tokens;
 use http::{Method, Request, Response, StatusCode};
 use k1s_api::ResourceInfo;
 use serde_json::{json, Value};
@@ -20,32 +22,32 @@ fn review_info(attrs: &Value) -> RequestInfo {
     RequestInfo {
         is_resource: true,
         path: String::new(),
-        verb: s("verb"),
+        verb: RequestVerb::named(&s("verb")),
         api_prefix: "apis".into(),
         group: s("group"),
         version: s("version"),
         namespace: ns,
         resource: s("resource"),
-        subresource: Some(s("subresource")).filter(|x| !x.is_empty()),
+        subresource: Some(s("subresource")).filter(|x| !x.is_empty()).map(|x| RequestSubresource::named(&x)),
         name: Some(s("name")).filter(|x| !x.is_empty()),
         rest: Vec::new(),
     }
 }
 
-fn access(state: &State, user: &UserInfo, spec: &Value) -> Value {
+fn access(authz: &dyn Authorizer, user: &UserInfo, spec: &Value) -> Value {
     let info = if let Some(ra) = spec.get("resourceAttributes") {
         review_info(ra)
     } else if let Some(nra) = spec.get("nonResourceAttributes") {
         RequestInfo {
             is_resource: false,
             path: nra.get("path").and_then(Value::as_str).unwrap_or("").to_string(),
-            verb: nra.get("verb").and_then(Value::as_str).unwrap_or("").to_string(),
+            verb: RequestVerb::named(nra.get("verb").and_then(Value::as_str).unwrap_or("")),
             ..Default::default()
         }
     } else {
         return json!({"allowed": false, "evaluationError": "neither resourceAttributes nor nonResourceAttributes given"});
     };
-    match state.authz.authorize(&Attributes { user, info: &info }) {
+    match authz.authorize(&Attributes { user, info: &info }) {
         Decision::Allow => json!({"allowed": true}),
         Decision::Deny(reason) if !reason.is_empty() => json!({"allowed": false, "denied": true, "reason": reason}),
         _ => json!({"allowed": false}),
@@ -89,8 +91,16 @@ fn user_info_json(user: &UserInfo) -> Value {
     u
 }
 
-pub async fn handle(
-    state: &Arc<State>,
+/// What the computed kinds read: the store, the authorizers and the token issuer.
+pub(crate) struct Deps<'a> {
+    pub registry: &'a Registry,
+    pub authz: &'a dyn Authorizer,
+    pub rbac: &'a RbacAuthorizer,
+    pub tokens: &'a Arc<Tokens>,
+}
+
+pub(crate) async fn handle(
+    deps: Deps<'_>,
     req: Request<hyper::body::Incoming>,
     res: &'static ResourceInfo,
     verb: Verb,
@@ -128,7 +138,7 @@ pub async fn handle(
     let spec = obj.get("spec").cloned().unwrap_or_else(|| json!({}));
     match res.resource {
         "selfsubjectaccessreviews" => {
-            obj["status"] = access(state, user, &spec);
+            obj["status"] = access(deps.authz, user, &spec);
         }
         "subjectaccessreviews" | "localsubjectaccessreviews" => {
             let subject = user_from_spec(&spec);
@@ -140,7 +150,7 @@ pub async fn handle(
                     &[k1s_api::FieldError::invalid("spec.user", "", "at least one of user or group must be specified")],
                 ));
             }
-            obj["status"] = access(state, &subject, &spec);
+            obj["status"] = access(deps.authz, &subject, &spec);
         }
         "selfsubjectrulesreviews" => {
             let masters = user.groups.iter().any(|g| g == "system:masters");
@@ -166,7 +176,7 @@ pub async fn handle(
                         list.push(rule);
                     }
                 };
-                for r in state.rbac.rules_for(user, namespace) {
+                for r in deps.rbac.rules_for(user, namespace) {
                     if !r.non_resource_urls.is_empty() {
                         add(&mut non_resource_rules, json!({"verbs": r.verbs, "nonResourceURLs": r.non_resource_urls}));
                     }
@@ -182,7 +192,7 @@ pub async fn handle(
                 // a list of rules: for them the list is incomplete.
                 let probe = RequestInfo {
                     is_resource: true,
-                    verb: "get".into(),
+                    verb: RequestVerb::Api(Verb::Get),
                     resource: "pods".into(),
                     namespace: Some("default".into()),
                     ..Default::default()
@@ -212,10 +222,10 @@ pub async fn handle(
                 .and_then(Value::as_array)
                 .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
                 .unwrap_or_default();
-            let audiences = if requested.is_empty() { state.tokens.api_audiences.clone() } else { requested };
+            let audiences = if requested.is_empty() { deps.tokens.api_audiences.clone() } else { requested };
             let reviewer = crate::serviceaccount::TokenAuthenticator {
-                tokens: state.tokens.clone(),
-                objects: Arc::new(crate::serviceaccount::StoreObjects(state.registry.store.clone())),
+                tokens: deps.tokens.clone(),
+                objects: Arc::new(crate::serviceaccount::StoreObjects(deps.registry.store.clone())),
             };
             obj["status"] = match reviewer.review(token, &audiences) {
                 Ok(u) => {
@@ -243,7 +253,7 @@ pub async fn handle(
                 warnings: Vec::new(),
             };
             let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
-            crate::subresources::bind(&state.registry, &mut ctx, namespace, &name, &obj).await?;
+            crate::subresources::bind(deps.registry, &mut ctx, namespace, &name, &obj).await?;
             return Ok(respond_json(
                 StatusCode::CREATED,
                 &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),

@@ -152,7 +152,7 @@ pub fn start(
 enum WatchEnd {
     #[error("client went away")]
     Gone,
-    #[error("{0}")]
+    #[error(transparent)]
     Api(#[from] ApiError),
 }
 

@@ -25,9 +25,9 @@ const RESYNC: Duration = Duration::from_secs(300);
 
 #[derive(Debug, thiserror::Error)]
 pub enum QuotaError {
-    #[error("listing {what} in namespace {namespace}: {source}")]
+    #[error("listing {what} in namespace {namespace}")]
     List { what: String, namespace: String, source: kube::Error },
-    #[error("writing the status of quota {namespace}/{name}: {source}")]
+    #[error("writing the status of quota {namespace}/{name}")]
     Status { namespace: String, name: String, source: kube::Error },
 }
 
@@ -229,7 +229,7 @@ pub async fn run(ctx: Arc<Context>) {
                 match q.sync(&ns).await {
                     Ok(()) => q.queue.forget(&ns),
                     Err(e) => {
-                        tracing::debug!(namespace = %ns, error = %e, "recounting quotas failed; retrying");
+                        tracing::debug!(namespace = %ns, error = %k1s_api::errors::chain(&e), "recounting quotas failed; retrying");
                         q.queue.add_rate_limited(ns.clone());
                     }
                 }

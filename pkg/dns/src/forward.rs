@@ -18,7 +18,7 @@ pub const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(2);
 pub enum ForwardError {
     #[error("forwarding a query: no upstream resolver is configured")]
     NoUpstream,
-    #[error("forwarding a query to {server} over {transport}: {source}")]
+    #[error("forwarding a query to {server} over {transport}")]
     Exchange { server: SocketAddr, transport: &'static str, source: std::io::Error },
     #[error("forwarding a query to {server} over {transport}: no answer within {timeout:?}")]
     Timeout { server: SocketAddr, transport: &'static str, timeout: Duration },
@@ -58,7 +58,8 @@ impl Upstream for Forwarder {
             match result {
                 Ok(reply) => return Ok(reply),
                 Err(e) => {
-                    tracing::debug!(error = %e, "upstream resolver failed; trying the next");
+                    // As a `dyn Error`, so that the log line carries its sources.
+                    tracing::debug!(error = &e as &dyn std::error::Error, "upstream resolver failed; trying the next");
                     last = e;
                 }
             }

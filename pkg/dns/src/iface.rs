@@ -33,23 +33,23 @@ pub enum LinkKind {
 
 #[derive(Debug, thiserror::Error)]
 pub enum IfaceError {
-    #[error("opening a netlink socket: {0}")]
+    #[error("opening a netlink socket")]
     Connect(#[source] std::io::Error),
-    #[error("looking up link {link}: {source}")]
+    #[error("looking up link {link}")]
     Lookup { link: String, source: rtnetlink::Error },
-    #[error("creating {kind:?} link {link}: {source}")]
+    #[error("creating {kind:?} link {link}")]
     Create { link: String, kind: LinkKind, source: rtnetlink::Error },
     #[error("creating link {link}: the kernel supports neither dummy nor bridge links")]
     NoLinkKind { link: String },
     #[error("link {link} vanished right after it was created")]
     Vanished { link: String },
-    #[error("bringing link {link} up: {source}")]
+    #[error("bringing link {link} up")]
     SetUp { link: String, source: rtnetlink::Error },
-    #[error("listing the addresses of link {link}: {source}")]
+    #[error("listing the addresses of link {link}")]
     ListAddresses { link: String, source: rtnetlink::Error },
-    #[error("adding {ip} to link {link}: {source}")]
+    #[error("adding {ip} to link {link}")]
     AddAddress { link: String, ip: IpAddr, source: rtnetlink::Error },
-    #[error("deleting link {link}: {source}")]
+    #[error("deleting link {link}")]
     Delete { link: String, source: rtnetlink::Error },
 }
 

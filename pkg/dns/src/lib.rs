@@ -60,11 +60,11 @@ impl DnsConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum DnsError {
-    #[error("making the cluster DNS address {ip} local: {source}")]
+    #[error("making the cluster DNS address {ip} local")]
     LocalAddress { ip: IpAddr, source: iface::IfaceError },
-    #[error("binding the DNS server to {addr}: {source}")]
+    #[error("binding the DNS server to {addr}")]
     Bind { addr: SocketAddr, source: std::io::Error },
-    #[error("removing the cluster DNS interface: {0}")]
+    #[error("removing the cluster DNS interface")]
     Uninstall(#[source] iface::IfaceError),
 }
 

@@ -70,7 +70,7 @@ impl<U: Upstream> Handler<U> {
             Response::Forward => match self.upstream.exchange(request, over_tcp).await {
                 Ok(reply) => Some(reply),
                 Err(error) => {
-                    tracing::debug!(%error, name = %query.name, "forwarding failed");
+                    tracing::debug!(error = &error as &dyn std::error::Error, name = %query.name, "forwarding failed");
                     refuse(ResponseCode::ServFail)
                 }
             },

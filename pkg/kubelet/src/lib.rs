@@ -103,11 +103,11 @@ impl Shared {
 
 #[derive(Debug, thiserror::Error)]
 pub enum KubeletError {
-    #[error("{0}")]
+    #[error(transparent)]
     Node(#[from] node::NodeError),
-    #[error("starting the kubelet server: {0}")]
+    #[error("starting the kubelet server")]
     Server(#[from] server::ServerError),
-    #[error("preparing {path}: {source}")]
+    #[error("preparing {path}")]
     Dir { path: PathBuf, source: std::io::Error },
 }
 

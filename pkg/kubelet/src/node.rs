@@ -2,6 +2,7 @@
 
 use crate::host::HostInfo;
 use crate::Shared;
+use k1s_api::errors::chain;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -110,11 +111,11 @@ pub fn ready_condition(shared: &Shared) -> (&'static str, &'static str, String) 
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
-    #[error("registering node {node}: {source}")]
+    #[error("registering node {node}")]
     Register { node: String, source: kube::Error },
-    #[error("updating status of node {node}: {source}")]
+    #[error("updating status of node {node}")]
     Status { node: String, source: kube::Error },
-    #[error("renewing lease of node {node}: {source}")]
+    #[error("renewing lease of node {node}")]
     Lease { node: String, source: kube::Error },
 }
 
@@ -170,18 +171,18 @@ pub async fn heartbeat(shared: Arc<Shared>, host: HostInfo) {
                     tracing::info!(ready = now.0, reason = now.1, message = %now.2, "node readiness changed");
                     match post_status(&shared, &host).await {
                         Ok(()) => reported = now,
-                        Err(e) => tracing::warn!(error = %e, "node status update failed"),
+                        Err(e) => tracing::warn!(error = %chain(&e), "node status update failed"),
                     }
                 }
             }
             _ = lease_tick.tick() => {
                 if let Err(e) = renew_lease(&shared, &leases, &name).await {
-                    tracing::warn!(error = %e, "lease renewal failed");
+                    tracing::warn!(error = %chain(&e), "lease renewal failed");
                 }
             }
             _ = status_tick.tick() => {
                 if let Err(e) = post_status(&shared, &host).await {
-                    tracing::warn!(error = %e, "node status update failed");
+                    tracing::warn!(error = %chain(&e), "node status update failed");
                 }
             }
         }

@@ -27,11 +27,11 @@ use time::{Duration, OffsetDateTime};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PkiError {
-    #[error("writing {path}: {source}")]
+    #[error("writing {path}")]
     Write { path: PathBuf, source: std::io::Error },
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}")]
     Read { path: PathBuf, source: std::io::Error },
-    #[error("generating certificate {name}: {source}")]
+    #[error("generating certificate {name}")]
     Generate { name: String, source: rcgen::Error },
     #[error("parsing certificate {path}: {message}")]
     Parse { path: PathBuf, message: String },

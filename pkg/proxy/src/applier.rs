@@ -10,9 +10,9 @@ use crate::ruleset::{Ruleset, FAMILY, TABLE};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
-    #[error("replacing table {FAMILY} {TABLE}: {0}")]
+    #[error("replacing table {FAMILY} {TABLE}")]
     Full(#[source] NftError),
-    #[error("removing table {FAMILY} {TABLE}: {0}")]
+    #[error("removing table {FAMILY} {TABLE}")]
     Delete(#[source] NftError),
 }
 
@@ -61,7 +61,7 @@ impl<N: Nft> Applier<N> {
                         return Ok(Applied::Incremental(commands));
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "incremental nftables update failed; replacing the table");
+                        tracing::warn!(error = %k1s_api::errors::chain(&e), "incremental nftables update failed; replacing the table");
                     }
                 }
             }

@@ -10,7 +10,7 @@ use std::net::Ipv4Addr;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StatusError {
-    #[error("patching status.loadBalancer of service {namespace}/{name}: {source}")]
+    #[error("patching status.loadBalancer of service {namespace}/{name}")]
     Patch { namespace: String, name: String, source: kube::Error },
 }
 

@@ -37,9 +37,9 @@ use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("invalid cluster CIDR: {0}")]
+    #[error("invalid cluster CIDR")]
     ClusterCidr(#[source] cidr::CidrError),
-    #[error("invalid service CIDR: {0}")]
+    #[error("invalid service CIDR")]
     ServiceCidr(#[source] cidr::CidrError),
 }
 
@@ -97,7 +97,7 @@ impl ProxyConfig {
 pub async fn run(client: kube::Client, config: ProxyConfig, cancel: CancellationToken) {
     sysctl::apply_required(&sysctl::ProcSysctl::default());
     if let Err(e) = NetlinkRoutes.ensure(config.service_cidr).await {
-        tracing::warn!(error = %e, "service CIDR blackhole not installed; unmatched ClusterIP traffic is still dropped by nftables");
+        tracing::warn!(error = %k1s_api::errors::chain(&e), "service CIDR blackhole not installed; unmatched ClusterIP traffic is still dropped by nftables");
     }
     let changes = Arc::new(tokio::sync::Notify::new());
     let (stores, tasks) = sync::start_reflectors(&client, changes.clone(), &cancel);
@@ -121,9 +121,9 @@ pub async fn run(client: kube::Client, config: ProxyConfig, cancel: Cancellation
 
 #[derive(Debug, thiserror::Error)]
 pub enum UninstallError {
-    #[error("{0}")]
+    #[error(transparent)]
     Table(#[from] ApplyError),
-    #[error("{0}")]
+    #[error(transparent)]
     Routes(#[from] RouteError),
 }
 

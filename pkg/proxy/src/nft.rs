@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 
 #[derive(Debug, thiserror::Error)]
 pub enum NftError {
-    #[error("starting {program}: {source}")]
+    #[error("starting {program}")]
     Spawn { program: String, source: std::io::Error },
-    #[error("writing the script to {program}: {source}")]
+    #[error("writing the script to {program}")]
     Write { program: String, source: std::io::Error },
     #[error("{program} -f - failed ({status}): {stderr}")]
     Failed { program: String, status: String, stderr: String },

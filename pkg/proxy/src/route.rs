@@ -29,13 +29,13 @@ pub const RULE_PRIORITY_BLACKHOLE: u32 = 27441;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RouteError {
-    #[error("opening a netlink route socket: {0}")]
+    #[error("opening a netlink route socket")]
     Connect(#[source] std::io::Error),
-    #[error("listing IPv4 routing rules: {0}")]
+    #[error("listing IPv4 routing rules")]
     List(#[source] rtnetlink::Error),
-    #[error("adding routing rule {priority} for {cidr}: {source}")]
+    #[error("adding routing rule {priority} for {cidr}")]
     Add { priority: u32, cidr: Cidr, source: rtnetlink::Error },
-    #[error("deleting routing rule {priority}: {source}")]
+    #[error("deleting routing rule {priority}")]
     Delete { priority: u32, source: rtnetlink::Error },
 }
 

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
-    #[error("applying the ruleset: {0}")]
+    #[error("applying the ruleset")]
     Apply(#[from] ApplyError),
     #[error("applying the ruleset: the apply task panicked")]
     ApplyTask,
@@ -128,7 +128,9 @@ impl<N: Nft + 'static, W: StatusWriter> Syncer<N, W> {
                     written += 1;
                     self.status_written.insert(key, svc.metadata.resource_version.clone());
                 }
-                Err(e) => tracing::warn!(error = %e, "LoadBalancer status not written; retrying on the next change"),
+                Err(e) => {
+                    tracing::warn!(error = %k1s_api::errors::chain(&e), "LoadBalancer status not written; retrying on the next change")
+                }
             }
         }
         written
@@ -195,7 +197,7 @@ pub async fn sync_loop<N: Nft + 'static, W: StatusWriter>(
             }
             Err(e) => {
                 let next = retry.map_or(Duration::from_millis(200), |d| (d * 2).min(Duration::from_secs(10)));
-                tracing::error!(error = %e, retry_in = ?next, "syncing service rules failed");
+                tracing::error!(error = %k1s_api::errors::chain(&e), retry_in = ?next, "syncing service rules failed");
                 syncer.reset();
                 retry = Some(next);
             }

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SysctlError {
-    #[error("setting {key} = {value}: {source}")]
+    #[error("setting {key} = {value}")]
     Write { key: String, value: String, source: std::io::Error },
 }
 
@@ -61,7 +61,7 @@ pub fn apply_required(sysctl: &dyn Sysctl) -> Vec<SysctlError> {
         match sysctl.set(k, v) {
             Ok(()) => tracing::debug!(key = k, value = v, "sysctl set"),
             Err(e) => {
-                tracing::warn!(error = %e, "sysctl not set; some Service traffic may fail");
+                tracing::warn!(error = %k1s_api::errors::chain(&e), "sysctl not set; some Service traffic may fail");
                 errors.push(e);
             }
         }

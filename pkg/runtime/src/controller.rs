@@ -113,8 +113,17 @@ where
 
     /// Watches every `C`, calling `on_change(old, new, scope)` after each change (`new` is
     /// `None` for deletions) to queue what it concerns; returns its cache.
-    pub fn watches<C>(
+    pub fn watches<C>(&mut self, on_change: impl FnMut(Option<&C>, Option<&C>, &Scope<K>) + Send + 'static) -> Store<C>
+    where
+        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        self.watches_with(watcher::Config::default(), on_change)
+    }
+
+    /// As [`Self::watches`], for the `C` that `config` selects (e.g. by a field selector).
+    pub fn watches_with<C>(
         &mut self,
+        config: watcher::Config,
         mut on_change: impl FnMut(Option<&C>, Option<&C>, &Scope<K>) + Send + 'static,
     ) -> Store<C>
     where
@@ -126,9 +135,7 @@ where
         self.informers.push(Box::new(move |cancel| {
             Box::pin(async move {
                 let handler = move |old: Option<&C>, new: Option<&C>| on_change(old, new, &scope);
-                informer::start_into(what, api, watcher::Config::default(), (reader, writer), handler, cancel)
-                    .await
-                    .is_some()
+                informer::start_into(what, api, config, (reader, writer), handler, cancel).await.is_some()
             })
         }));
         store
@@ -245,7 +252,9 @@ pub async fn reconcile_loop<K, C, F, Fut, E>(
             |obj: Arc<K>, error: &E, w: Arc<Wrapped<C, K>>| {
                 let key = ObjectRef::from_obj(&*obj);
                 let (failures, delay) = w.failures.failed_with_count(&key);
-                tracing::warn!(controller = w.name, object = %key, %error, failures, retry_in = ?delay, "reconcile failed");
+                // As a `dyn Error`, so that the log line carries its sources.
+                let error = error as &(dyn std::error::Error + 'static);
+                tracing::warn!(controller = w.name, object = %key, error, failures, retry_in = ?delay, "reconcile failed");
                 Action::requeue(delay)
             },
             wrapped,

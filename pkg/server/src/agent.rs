@@ -14,19 +14,19 @@ const LOCAL_REGISTRY: &str = "127.0.0.1:5000";
 
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
-    #[error("reading registries config: {0}")]
+    #[error("reading registries config")]
     Registries(#[from] k1s_kubelet::registries::RegistriesError),
-    #[error("detecting host facts: {0}")]
+    #[error("detecting host facts")]
     Host(#[from] k1s_kubelet::containerd::HostFactsError),
-    #[error("writing the containerd config: {0}")]
+    #[error("writing the containerd config")]
     ContainerdConfig(#[from] k1s_kubelet::containerd::ConfigError),
-    #[error("writing the CNI config: {0}")]
+    #[error("writing the CNI config")]
     Cni(#[from] k1s_kubelet::cni::CniError),
-    #[error("making the kubelet root a shared mount: {0}")]
+    #[error("making the kubelet root a shared mount")]
     Mount(#[from] k1s_kubelet::containerd::MountError),
-    #[error("starting containerd: {0}")]
+    #[error("starting containerd")]
     Supervisor(#[from] k1s_kubelet::containerd::SupervisorError),
-    #[error("connecting to the container runtime at {endpoint}: {source}")]
+    #[error("connecting to the container runtime at {endpoint}")]
     Cri { endpoint: String, source: k1s_cri::CriError },
 }
 
@@ -121,7 +121,7 @@ pub async fn start(
     let images = runtime.clone();
     tasks.push(Running::spawn("the kubelet", async move {
         if let Err(e) = k1s_kubelet::run(kubelet_config, client, runtime, images, cancel_k).await {
-            tracing::error!(error = %e, "kubelet stopped");
+            tracing::error!(error = %k1s_api::errors::chain(&e), "kubelet stopped");
         }
     }));
     Ok(tasks)

@@ -96,23 +96,23 @@ impl Config {
 pub enum ServerError {
     #[error(transparent)]
     Preflight(#[from] preflight::PreflightFailed),
-    #[error("preparing data dir {path}: {source}")]
+    #[error("preparing data dir {path}")]
     DataDir { path: PathBuf, source: std::io::Error },
-    #[error("opening the store: {0}")]
+    #[error("opening the store")]
     Store(#[from] k1s_store::StoreError),
-    #[error("setting up certificates: {0}")]
+    #[error("setting up certificates")]
     Pki(#[from] k1s_pki::PkiError),
-    #[error("starting the API server: {0}")]
+    #[error("starting the API server")]
     ApiServer(#[from] k1s_apiserver::ServeError),
-    #[error("connecting a component to the API: {0}")]
+    #[error("connecting a component to the API")]
     Connect(#[from] k1s_runtime::ConnectError),
-    #[error("configuring the service proxy: {0}")]
+    #[error("configuring the service proxy")]
     Proxy(#[source] k1s_proxy::ConfigError),
-    #[error("starting the node agent: {0}")]
+    #[error("starting the node agent")]
     Agent(#[from] agent::AgentError),
     #[error("loading the PodSecurity admission configuration: {0}")]
     PodSecurity(k1s_apiserver::pod_security::ConfigError),
-    #[error("loading the API serving certificate: {0}")]
+    #[error("loading the API serving certificate")]
     Serving(#[source] k1s_pki::ServingError),
     #[error("{component} stopped while the server was running; exiting rather than serving half-alive")]
     ComponentStopped { component: &'static str },
@@ -456,7 +456,7 @@ async fn start_components(
             let cancel = cancel.clone();
             tasks.push(Running::spawn("the cluster DNS", async move {
                 if let Err(e) = k1s_dns::run(client, dns, cancel).await {
-                    tracing::error!(error = %e, "cluster DNS failed");
+                    tracing::error!(error = %k1s_api::errors::chain(&e), "cluster DNS failed");
                 }
             }));
         }
@@ -468,8 +468,8 @@ async fn start_components(
 /// proxy's nftables table and routing rules, and the cluster DNS interface. Each step is attempted;
 /// the result of each is reported.
 pub async fn uninstall_networking() -> Vec<(&'static str, Result<(), String>)> {
-    let proxy = k1s_proxy::uninstall().await.map_err(|e| e.to_string());
-    let dns = k1s_dns::uninstall().await.map(|_| ()).map_err(|e| e.to_string());
+    let proxy = k1s_proxy::uninstall().await.map_err(|e| k1s_api::errors::chain(&e));
+    let dns = k1s_dns::uninstall().await.map(|_| ()).map_err(|e| k1s_api::errors::chain(&e));
     vec![("nftables table ip k1s and service CIDR routing rules", proxy), ("cluster DNS interface", dns)]
 }
 

@@ -12,7 +12,7 @@ pub mod schema;
 
 use crate::field::{FieldError, Path};
 use crate::resources::{Backing, ResourceInfo, Scope, SubresourceInfo, STANDARD_VERBS};
-use crate::strategy::{decode_reporting_unknown, DecodeError, DynStrategy, NameRule, Normalized};
+use crate::strategy::{decode_reporting_unknown, DecodeError, DynStrategy, NameRule, Normalized, ObjectHooks};
 use columns::PrinterColumn;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
@@ -280,7 +280,9 @@ impl DynStrategy for CustomStrategy {
         }
         Ok(errs)
     }
+}
 
+impl ObjectHooks for CustomStrategy {
     /// Every custom resource carries `metadata.generation`.
     fn tracks_generation(&self) -> bool {
         true

@@ -7,7 +7,7 @@
 //! `compilation failed: ERROR: <input>:L:C: ...`).
 
 use crate::field::FieldError;
-use crate::strategy::{DynStrategy, Strategy, Typed};
+use crate::strategy::{DynStrategy, ObjectHooks, Strategy, Typed};
 use k8s_openapi::api::admissionregistration::v1::{
     MatchResources, MutatingWebhookConfiguration, RuleWithOperations, ValidatingAdmissionPolicy,
     ValidatingAdmissionPolicyBinding, ValidatingWebhookConfiguration,
@@ -285,7 +285,9 @@ impl Strategy for ValidatingAdmissionPolicyStrategy {
     fn validate(&self, obj: &ValidatingAdmissionPolicy) -> Vec<FieldError> {
         validate_policy_spec(&json(&obj.spec))
     }
+}
 
+impl ObjectHooks for ValidatingAdmissionPolicyStrategy {
     fn tracks_generation(&self) -> bool {
         true
     }
@@ -306,7 +308,9 @@ impl Strategy for ValidatingAdmissionPolicyBindingStrategy {
     fn validate(&self, obj: &ValidatingAdmissionPolicyBinding) -> Vec<FieldError> {
         validate_binding_spec(&json(&obj.spec))
     }
+}
 
+impl ObjectHooks for ValidatingAdmissionPolicyBindingStrategy {
     fn tracks_generation(&self) -> bool {
         true
     }
@@ -362,6 +366,8 @@ impl Strategy for MutatingWebhookConfigurationStrategy {
     }
 }
 
+impl ObjectHooks for MutatingWebhookConfigurationStrategy {}
+
 pub struct ValidatingWebhookConfigurationStrategy;
 
 impl Strategy for ValidatingWebhookConfigurationStrategy {
@@ -383,6 +389,8 @@ impl Strategy for ValidatingWebhookConfigurationStrategy {
         validate_webhook_conditions(&json(obj))
     }
 }
+
+impl ObjectHooks for ValidatingWebhookConfigurationStrategy {}
 
 #[cfg(test)]
 mod tests {

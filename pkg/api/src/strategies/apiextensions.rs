@@ -6,7 +6,7 @@
 use super::formats;
 use crate::deletion::{DeleteOptions, DeletePlan};
 use crate::field::{FieldError, Path};
-use crate::strategy::{DynStrategy, NameRule, Strategy, Typed};
+use crate::strategy::{DynStrategy, NameRule, ObjectHooks, Strategy, Typed};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceConversion, CustomResourceDefinition,
 };
@@ -78,17 +78,6 @@ fn rule_errors(crd: &CustomResourceDefinition) -> Vec<FieldError> {
 
 impl Strategy for CrdStrategy {
     type Object = CustomResourceDefinition;
-
-    fn tracks_generation(&self) -> bool {
-        true
-    }
-
-    /// A definition goes only after its custom resources (upstream's Delete of CRDs adds the
-    /// cleanup finalizer the apiextensions controller removes once they are gone).
-    fn on_delete(&self, old: &Value, _opts: &DeleteOptions) -> DeletePlan {
-        let deleting = old.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
-        DeletePlan { finalizers: if deleting { Vec::new() } else { vec![CLEANUP_FINALIZER] }, ..DeletePlan::default() }
-    }
 
     fn name_rule(&self) -> NameRule {
         NameRule::Subdomain
@@ -211,6 +200,19 @@ impl Strategy for CrdStrategy {
             errs.push(FieldError::invalid(p.child("scope"), new.spec.scope.as_str(), "field is immutable"));
         }
         errs
+    }
+}
+
+impl ObjectHooks for CrdStrategy {
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+
+    /// A definition goes only after its custom resources (upstream's Delete of CRDs adds the
+    /// cleanup finalizer the apiextensions controller removes once they are gone).
+    fn on_delete(&self, old: &Value, _opts: &DeleteOptions) -> DeletePlan {
+        let deleting = old.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+        DeletePlan { finalizers: if deleting { Vec::new() } else { vec![CLEANUP_FINALIZER] }, ..DeletePlan::default() }
     }
 }
 

@@ -8,7 +8,7 @@
 
 use super::formats;
 use crate::field::{FieldError, Path};
-use crate::strategy::{DynStrategy, NameRule, Strategy, Typed};
+use crate::strategy::{DynStrategy, NameRule, ObjectHooks, Strategy, Typed};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::{APIService, APIServiceCondition};
 
@@ -63,6 +63,8 @@ impl Strategy for ApiServiceStrategy {
         validate(svc)
     }
 }
+
+impl ObjectHooks for ApiServiceStrategy {}
 
 fn validate(svc: &APIService) -> Vec<FieldError> {
     let mut errs = Vec::new();

@@ -8,7 +8,7 @@ use super::persistent_volumes;
 use super::pod_spec;
 use super::semantic;
 use crate::field::{FieldError, Path};
-use crate::strategy::{DynStrategy, Strategy, Typed};
+use crate::strategy::{DynStrategy, ObjectHooks, Strategy, Typed};
 use k8s_openapi::api::apps::v1::{
     DaemonSet, DaemonSetSpec, DaemonSetStatus, DaemonSetUpdateStrategy, Deployment, DeploymentSpec, DeploymentStatus,
     DeploymentStrategy as DeploymentStrategySpec, ReplicaSet, ReplicaSetSpec, ReplicaSetStatus, RollingUpdateDaemonSet,
@@ -180,24 +180,6 @@ fn validate_deployment_spec(spec: &DeploymentSpec, path: &Path) -> Vec<FieldErro
 impl Strategy for DeploymentStrategy {
     type Object = Deployment;
 
-    fn tracks_generation(&self) -> bool {
-        true
-    }
-
-    /// The annotations count too: they are copied to the ReplicaSets (upstream's
-    /// deploymentStrategy bumps the generation on either).
-    fn generation_changed(&self, new: &Value, old: &Value) -> bool {
-        let annotations = |v: &Value| v.get("metadata").and_then(|m| m.get("annotations")).cloned();
-        new.get("spec") != old.get("spec") || annotations(new) != annotations(old)
-    }
-
-    /// The Deployment controller writes the `deployment.kubernetes.io/revision` annotation with
-    /// the status (upstream's deploymentStatusStrategy resets only spec and labels), so that it
-    /// does not bump the generation as a main-resource write would.
-    fn status_update_keeps_annotations(&self) -> bool {
-        true
-    }
-
     fn set_defaults(&self, d: &mut Deployment) {
         let spec = d.spec.get_or_insert_with(Default::default);
         spec.replicas.get_or_insert(1);
@@ -240,6 +222,26 @@ impl Strategy for DeploymentStrategy {
     }
 }
 
+impl ObjectHooks for DeploymentStrategy {
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+
+    /// The annotations count too: they are copied to the ReplicaSets (upstream's
+    /// deploymentStrategy bumps the generation on either).
+    fn generation_changed(&self, new: &Value, old: &Value) -> bool {
+        let annotations = |v: &Value| v.get("metadata").and_then(|m| m.get("annotations")).cloned();
+        new.get("spec") != old.get("spec") || annotations(new) != annotations(old)
+    }
+
+    /// The Deployment controller writes the `deployment.kubernetes.io/revision` annotation with
+    /// the status (upstream's deploymentStatusStrategy resets only spec and labels), so that it
+    /// does not bump the generation as a main-resource write would.
+    fn status_update_keeps_annotations(&self) -> bool {
+        true
+    }
+}
+
 /// ReplicaSet: replicas 1.
 pub struct ReplicaSetStrategy;
 
@@ -258,14 +260,6 @@ fn validate_replica_set_spec(spec: &ReplicaSetSpec, path: &Path) -> Vec<FieldErr
 
 impl Strategy for ReplicaSetStrategy {
     type Object = ReplicaSet;
-
-    fn selectable_fields(&self) -> &'static [&'static str] {
-        &["status.replicas"]
-    }
-
-    fn tracks_generation(&self) -> bool {
-        true
-    }
 
     fn set_defaults(&self, rs: &mut ReplicaSet) {
         let spec = rs.spec.get_or_insert_with(Default::default);
@@ -286,6 +280,16 @@ impl Strategy for ReplicaSetStrategy {
         let sel = |r: &ReplicaSet| r.spec.as_ref().map(|s| s.selector.clone()).unwrap_or_default();
         errs.extend(formats::validate_immutable(&sel(new), &sel(old), &Path::new("spec").child("selector")));
         errs
+    }
+}
+
+impl ObjectHooks for ReplicaSetStrategy {
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["status.replicas"]
+    }
+
+    fn tracks_generation(&self) -> bool {
+        true
     }
 }
 
@@ -382,10 +386,6 @@ fn validate_stateful_set_spec(spec: &StatefulSetSpec, path: &Path) -> Vec<FieldE
 impl Strategy for StatefulSetStrategy {
     type Object = StatefulSet;
 
-    fn tracks_generation(&self) -> bool {
-        true
-    }
-
     fn set_defaults(&self, s: &mut StatefulSet) {
         let spec = s.spec.get_or_insert_with(Default::default);
         if spec.pod_management_policy.as_deref().unwrap_or_default().is_empty() {
@@ -450,6 +450,12 @@ impl Strategy for StatefulSetStrategy {
     }
 }
 
+impl ObjectHooks for StatefulSetStrategy {
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+}
+
 /// DaemonSet: RollingUpdate with maxUnavailable 1 and maxSurge 0, history 10.
 pub struct DaemonSetStrategy;
 
@@ -503,10 +509,6 @@ fn set_template_generation(meta: &mut ObjectMeta, generation: i64) {
 impl Strategy for DaemonSetStrategy {
     type Object = DaemonSet;
 
-    fn tracks_generation(&self) -> bool {
-        true
-    }
-
     fn set_defaults(&self, ds: &mut DaemonSet) {
         let spec = ds.spec.get_or_insert_with(Default::default);
         let us = spec.update_strategy.get_or_insert_with(DaemonSetUpdateStrategy::default);
@@ -546,6 +548,12 @@ impl Strategy for DaemonSetStrategy {
         let sel = |d: &DaemonSet| d.spec.as_ref().map(|s| s.selector.clone()).unwrap_or_default();
         errs.extend(formats::validate_immutable(&sel(new), &sel(old), &Path::new("spec").child("selector")));
         errs
+    }
+}
+
+impl ObjectHooks for DaemonSetStrategy {
+    fn tracks_generation(&self) -> bool {
+        true
     }
 }
 

@@ -9,7 +9,7 @@
 
 use super::quantity::Quantity;
 use crate::field::{FieldError, Path};
-use crate::strategy::{DynStrategy, Strategy, Typed};
+use crate::strategy::{DynStrategy, ObjectHooks, Strategy, Typed};
 use k8s_openapi::api::autoscaling::{v1, v2};
 use serde_json::{json, Value};
 
@@ -37,10 +37,6 @@ struct HpaV2;
 
 impl Strategy for HpaV1 {
     type Object = v1::HorizontalPodAutoscaler;
-
-    fn tracks_generation(&self) -> bool {
-        true
-    }
 
     fn set_defaults(&self, obj: &mut Self::Object) {
         let spec = obj.spec.get_or_insert_with(Default::default);
@@ -71,12 +67,14 @@ impl Strategy for HpaV1 {
     }
 }
 
-impl Strategy for HpaV2 {
-    type Object = v2::HorizontalPodAutoscaler;
-
+impl ObjectHooks for HpaV1 {
     fn tracks_generation(&self) -> bool {
         true
     }
+}
+
+impl Strategy for HpaV2 {
+    type Object = v2::HorizontalPodAutoscaler;
 
     fn set_defaults(&self, obj: &mut Self::Object) {
         let spec = obj.spec.get_or_insert_with(Default::default);
@@ -113,6 +111,12 @@ impl Strategy for HpaV2 {
             }
         }
         errs
+    }
+}
+
+impl ObjectHooks for HpaV2 {
+    fn tracks_generation(&self) -> bool {
+        true
     }
 }
 

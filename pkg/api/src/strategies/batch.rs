@@ -8,7 +8,7 @@ use super::label_selector;
 use super::pod_spec;
 use super::semantic;
 use crate::field::{FieldError, Path};
-use crate::strategy::{DynStrategy, Strategy, Typed};
+use crate::strategy::{DynStrategy, ObjectHooks, Strategy, Typed};
 use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus, Job, JobSpec, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::collections::BTreeMap;
@@ -215,14 +215,6 @@ impl JobStrategy {
 impl Strategy for JobStrategy {
     type Object = Job;
 
-    fn tracks_generation(&self) -> bool {
-        true
-    }
-
-    fn selectable_fields(&self) -> &'static [&'static str] {
-        &["status.successful"]
-    }
-
     fn set_defaults(&self, job: &mut Job) {
         let spec = job.spec.get_or_insert_with(Default::default);
         set_job_spec_defaults(spec);
@@ -298,6 +290,16 @@ impl Strategy for JobStrategy {
             ));
         }
         errs
+    }
+}
+
+impl ObjectHooks for JobStrategy {
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["status.successful"]
     }
 }
 
@@ -411,10 +413,6 @@ impl CronJobStrategy {
 impl Strategy for CronJobStrategy {
     type Object = CronJob;
 
-    fn tracks_generation(&self) -> bool {
-        true
-    }
-
     fn set_defaults(&self, cj: &mut CronJob) {
         let spec = cj.spec.get_or_insert_with(Default::default);
         if spec.concurrency_policy.as_deref().unwrap_or_default().is_empty() {
@@ -447,6 +445,12 @@ impl Strategy for CronJobStrategy {
 
     fn validate_update(&self, new: &CronJob, old: &CronJob) -> Vec<FieldError> {
         Self::validate_spec(new, Some(old))
+    }
+}
+
+impl ObjectHooks for CronJobStrategy {
+    fn tracks_generation(&self) -> bool {
+        true
     }
 }
 

@@ -1,7 +1,7 @@
 //! Strategies for coordination.k8s.io: Leases, which an update may create (upstream's
 //! `pkg/registry/coordination/lease/strategy.go`).
 
-use crate::strategy::{DynStrategy, Strategy, Typed};
+use crate::strategy::{DynStrategy, ObjectHooks, Strategy, Typed};
 use k8s_openapi::api::coordination::v1::Lease;
 
 pub fn lease() -> Box<dyn DynStrategy> {
@@ -13,7 +13,9 @@ pub struct LeaseStrategy;
 impl Strategy for LeaseStrategy {
     type Object = Lease;
     const PREPARES: bool = false;
+}
 
+impl ObjectHooks for LeaseStrategy {
     fn allow_create_on_update(&self) -> bool {
         true
     }

@@ -14,7 +14,7 @@ use super::service::ServiceStrategy;
 use crate::deletion::{DeleteOptions, DeletePlan};
 use crate::field::{FieldError, Path};
 use crate::meta;
-use crate::strategy::{DynStrategy, NameRule, Strategy, Typed};
+use crate::strategy::{DynStrategy, NameRule, ObjectHooks, Strategy, Typed};
 use k8s_openapi::api::core::v1::{
     ConfigMap, EndpointAddress, Endpoints, Event, Namespace, NamespaceStatus, Node, ObjectReference, PodTemplate,
     ReplicationController, ReplicationControllerStatus, Secret, ServiceAccount,
@@ -158,15 +158,14 @@ impl Strategy for ConfigMapStrategy {
     }
 }
 
+impl ObjectHooks for ConfigMapStrategy {}
+
 /// Secret: type `Opaque`, `stringData` folded into `data`, per-type required keys.
 pub struct SecretStrategy;
 
 impl Strategy for SecretStrategy {
     type Object = Secret;
 
-    fn selectable_fields(&self) -> &'static [&'static str] {
-        &["type"]
-    }
     // No create/update preparation (set back to true when adding one).
     const PREPARES: bool = false;
 
@@ -255,6 +254,12 @@ impl Strategy for SecretStrategy {
     }
 }
 
+impl ObjectHooks for SecretStrategy {
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["type"]
+    }
+}
+
 /// Namespace: DNS-label names, the `kubernetes` finalizer, phase `Active`, the name label.
 pub struct NamespaceStrategy;
 
@@ -266,20 +271,6 @@ fn set_namespace_label(meta: &mut ObjectMeta) {
 
 impl Strategy for NamespaceStrategy {
     type Object = Namespace;
-
-    fn selectable_fields(&self) -> &'static [&'static str] {
-        &["status.phase"]
-    }
-
-    /// A namespace shows `Terminating` while its content goes (upstream's namespace REST Delete).
-    fn on_delete(&self, _old: &Value, _opts: &DeleteOptions) -> DeletePlan {
-        DeletePlan { status_phase: Some("Terminating"), ..DeletePlan::default() }
-    }
-
-    /// `spec.finalizers` (the namespace controller's `kubernetes`) keep a deleting namespace.
-    fn deletion_held(&self, obj: &Value) -> bool {
-        obj.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|a| !a.is_empty())
-    }
 
     fn name_rule(&self) -> NameRule {
         NameRule::Label
@@ -326,6 +317,22 @@ impl Strategy for NamespaceStrategy {
     }
 }
 
+impl ObjectHooks for NamespaceStrategy {
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["status.phase"]
+    }
+
+    /// A namespace shows `Terminating` while its content goes (upstream's namespace REST Delete).
+    fn on_delete(&self, _old: &Value, _opts: &DeleteOptions) -> DeletePlan {
+        DeletePlan { status_phase: Some("Terminating"), ..DeletePlan::default() }
+    }
+
+    /// `spec.finalizers` (the namespace controller's `kubernetes`) keep a deleting namespace.
+    fn deletion_held(&self, obj: &Value) -> bool {
+        obj.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|a| !a.is_empty())
+    }
+}
+
 /// Node: allocatable defaults to capacity; podCIDRs and providerID are set once.
 pub struct NodeStrategy;
 
@@ -333,19 +340,6 @@ const TAINT_EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
 
 impl Strategy for NodeStrategy {
     type Object = Node;
-
-    fn selectable_fields(&self) -> &'static [&'static str] {
-        &["spec.unschedulable"]
-    }
-
-    /// An unset `spec.unschedulable` is `false`.
-    fn field_value(&self, obj: &Value, field: &str) -> String {
-        let v = crate::selectors::field_string(obj, field).unwrap_or_default();
-        if field == "spec.unschedulable" && v.is_empty() {
-            return "false".into();
-        }
-        v
-    }
 
     fn set_defaults(&self, node: &mut Node) {
         if let Some(status) = node.status.as_mut() {
@@ -437,6 +431,21 @@ impl Strategy for NodeStrategy {
     }
 }
 
+impl ObjectHooks for NodeStrategy {
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["spec.unschedulable"]
+    }
+
+    /// An unset `spec.unschedulable` is `false`.
+    fn field_value(&self, obj: &Value, field: &str) -> String {
+        let v = crate::selectors::field_string(obj, field).unwrap_or_default();
+        if field == "spec.unschedulable" && v.is_empty() {
+            return "false".into();
+        }
+        v
+    }
+}
+
 /// ServiceAccount: secret references keep only their names.
 pub struct ServiceAccountStrategy;
 
@@ -458,6 +467,8 @@ impl Strategy for ServiceAccountStrategy {
     }
 }
 
+impl ObjectHooks for ServiceAccountStrategy {}
+
 /// Endpoints: ports default to TCP; addresses are real, non-special IPs.
 pub struct EndpointsStrategy;
 
@@ -478,10 +489,6 @@ fn validate_endpoint_address(a: &EndpointAddress, path: &Path) -> Vec<FieldError
 
 impl Strategy for EndpointsStrategy {
     type Object = Endpoints;
-
-    fn allow_create_on_update(&self) -> bool {
-        true
-    }
 
     fn set_defaults(&self, ep: &mut Endpoints) {
         for p in ep.subsets.iter_mut().flatten().flat_map(|s| s.ports.iter_mut().flatten()) {
@@ -526,37 +533,17 @@ impl Strategy for EndpointsStrategy {
     }
 }
 
+impl ObjectHooks for EndpointsStrategy {
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+}
+
 /// Events (core/v1): the involved object's namespace matches the event's.
 pub struct EventStrategy;
 
 impl Strategy for EventStrategy {
     type Object = Event;
-
-    fn selectable_fields(&self) -> &'static [&'static str] {
-        &[
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        ]
-    }
-
-    /// `source` selects by `source.component`.
-    fn field_value(&self, obj: &Value, field: &str) -> String {
-        let field = if field == "source" { "source.component" } else { field };
-        crate::selectors::field_string(obj, field).unwrap_or_default()
-    }
-
-    fn allow_create_on_update(&self) -> bool {
-        true
-    }
 
     fn validate(&self, e: &Event) -> Vec<FieldError> {
         let mut errs = Vec::new();
@@ -600,6 +587,34 @@ impl Strategy for EventStrategy {
     }
 }
 
+impl ObjectHooks for EventStrategy {
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ]
+    }
+
+    /// `source` selects by `source.component`.
+    fn field_value(&self, obj: &Value, field: &str) -> String {
+        let field = if field == "source" { "source.component" } else { field };
+        crate::selectors::field_string(obj, field).unwrap_or_default()
+    }
+
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+}
+
 /// PodTemplate: the template is validated like a pod.
 pub struct PodTemplateStrategy;
 
@@ -615,19 +630,13 @@ impl Strategy for PodTemplateStrategy {
     }
 }
 
+impl ObjectHooks for PodTemplateStrategy {}
+
 /// ReplicationController: replicas 1, selector and labels from the template.
 pub struct ReplicationControllerStrategy;
 
 impl Strategy for ReplicationControllerStrategy {
     type Object = ReplicationController;
-
-    fn tracks_generation(&self) -> bool {
-        true
-    }
-
-    fn selectable_fields(&self) -> &'static [&'static str] {
-        &["status.replicas"]
-    }
 
     fn set_defaults(&self, rc: &mut ReplicationController) {
         let spec = rc.spec.get_or_insert_with(Default::default);
@@ -681,6 +690,16 @@ impl Strategy for ReplicationControllerStrategy {
             }
         }
         errs
+    }
+}
+
+impl ObjectHooks for ReplicationControllerStrategy {
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["status.replicas"]
     }
 }
 

@@ -4,7 +4,7 @@
 use super::formats;
 use super::ports;
 use crate::field::{FieldError, Path};
-use crate::strategy::{DynStrategy, Strategy, Typed};
+use crate::strategy::{DynStrategy, ObjectHooks, Strategy, Typed};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use std::collections::BTreeSet;
 
@@ -132,6 +132,8 @@ impl Strategy for EndpointSliceStrategy {
         errs
     }
 }
+
+impl ObjectHooks for EndpointSliceStrategy {}
 
 #[cfg(test)]
 mod tests {

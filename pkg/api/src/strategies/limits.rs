@@ -4,7 +4,7 @@
 use super::formats;
 use super::quantity::{self, Quantity};
 use crate::field::{FieldError, Path};
-use crate::strategy::Strategy;
+use crate::strategy::{ObjectHooks, Strategy};
 use k8s_openapi::api::core::v1::{LimitRange, ResourceQuota, ResourceQuotaStatus};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,10 +35,6 @@ fn parsed(list: Option<&ResourceList>, path: &Path, errs: &mut Vec<FieldError>) 
 
 impl Strategy for LimitRangeStrategy {
     type Object = LimitRange;
-
-    fn allow_create_on_update(&self) -> bool {
-        true
-    }
 
     fn set_defaults(&self, lr: &mut LimitRange) {
         for item in lr.spec.iter_mut().flat_map(|s| s.limits.iter_mut()) {
@@ -143,6 +139,12 @@ impl Strategy for LimitRangeStrategy {
     }
 }
 
+impl ObjectHooks for LimitRangeStrategy {
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+}
+
 /// Resources whose quota values must be whole numbers.
 fn is_integer_resource(name: &str) -> bool {
     const COUNTS: &[&str] = &[
@@ -164,10 +166,6 @@ pub struct ResourceQuotaStrategy;
 
 impl Strategy for ResourceQuotaStrategy {
     type Object = ResourceQuota;
-
-    fn allow_create_on_update(&self) -> bool {
-        true
-    }
 
     fn set_defaults(&self, rq: &mut ResourceQuota) {
         let spec_lists = rq.spec.iter_mut().filter_map(|s| s.hard.as_mut());
@@ -200,6 +198,12 @@ impl Strategy for ResourceQuotaStrategy {
             }
         }
         errs
+    }
+}
+
+impl ObjectHooks for ResourceQuotaStrategy {
+    fn allow_create_on_update(&self) -> bool {
+        true
     }
 }
 

@@ -5,7 +5,7 @@ use super::formats;
 use super::label_selector;
 use super::ports;
 use crate::field::{FieldError, Path};
-use crate::strategy::{DynStrategy, Strategy, Typed};
+use crate::strategy::{DynStrategy, ObjectHooks, Strategy, Typed};
 use k8s_openapi::api::networking::v1::{Ingress, NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort, ServiceCIDR};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -27,7 +27,9 @@ pub struct IngressStrategy;
 impl Strategy for IngressStrategy {
     type Object = Ingress;
     const PREPARES: bool = false;
+}
 
+impl ObjectHooks for IngressStrategy {
     fn tracks_generation(&self) -> bool {
         true
     }
@@ -39,7 +41,9 @@ pub struct ServiceCidrStrategy;
 impl Strategy for ServiceCidrStrategy {
     type Object = ServiceCIDR;
     const PREPARES: bool = false;
+}
 
+impl ObjectHooks for ServiceCidrStrategy {
     fn tracks_generation(&self) -> bool {
         true
     }
@@ -129,10 +133,6 @@ pub struct NetworkPolicyStrategy;
 impl Strategy for NetworkPolicyStrategy {
     type Object = NetworkPolicy;
 
-    fn tracks_generation(&self) -> bool {
-        true
-    }
-
     fn set_defaults(&self, np: &mut NetworkPolicy) {
         let spec = np.spec.get_or_insert_with(Default::default);
         let ingress_ports = spec.ingress.iter_mut().flatten().flat_map(|r| r.ports.iter_mut().flatten());
@@ -191,6 +191,12 @@ impl Strategy for NetworkPolicyStrategy {
             }
         }
         errs
+    }
+}
+
+impl ObjectHooks for NetworkPolicyStrategy {
+    fn tracks_generation(&self) -> bool {
+        true
     }
 }
 

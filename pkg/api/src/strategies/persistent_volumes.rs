@@ -7,7 +7,7 @@ use super::label_selector;
 use super::quantity::{self, Quantity};
 use super::semantic;
 use crate::field::{FieldError, Path};
-use crate::strategy::Strategy;
+use crate::strategy::{ObjectHooks, Strategy};
 use k8s_openapi::api::core::v1::{
     PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimStatus,
     PersistentVolumeSpec, PersistentVolumeStatus,
@@ -163,6 +163,8 @@ impl Strategy for PersistentVolumeClaimStrategy {
         errs
     }
 }
+
+impl ObjectHooks for PersistentVolumeClaimStrategy {}
 
 /// PersistentVolume source fields (flattened into the spec), in upstream's checking order.
 const PV_SOURCES: &[&str] = &[
@@ -325,6 +327,8 @@ impl Strategy for PersistentVolumeStrategy {
         errs
     }
 }
+
+impl ObjectHooks for PersistentVolumeStrategy {}
 
 #[cfg(test)]
 mod tests {

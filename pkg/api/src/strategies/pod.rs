@@ -7,7 +7,7 @@ use super::quantity::Quantity;
 use super::semantic;
 use crate::deletion::{DeleteOptions, DeletePlan, Grace};
 use crate::field::{FieldError, Path};
-use crate::strategy::Strategy;
+use crate::strategy::{ObjectHooks, Strategy};
 use k8s_openapi::api::core::v1::{Container, Pod, PodCondition, PodSpec, PodStatus, Toleration};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -166,42 +166,6 @@ const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 impl Strategy for PodStrategy {
     type Object = Pod;
 
-    fn tracks_generation(&self) -> bool {
-        true
-    }
-
-    fn selectable_fields(&self) -> &'static [&'static str] {
-        &[
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "spec.hostNetwork",
-            "status.phase",
-            "status.podIP",
-            "status.nominatedNodeName",
-        ]
-    }
-
-    /// An unset `spec.hostNetwork` is `false`.
-    fn field_value(&self, obj: &Value, field: &str) -> String {
-        let v = crate::selectors::field_string(obj, field).unwrap_or_default();
-        if field == "spec.hostNetwork" && v.is_empty() {
-            return "false".into();
-        }
-        v
-    }
-
-    /// `pods/ephemeralcontainers` changes only the ephemeral containers (upstream's
-    /// `dropNonEphemeralContainerUpdates`).
-    fn subresource_field(&self, subresource: &str) -> Option<&'static [&'static str]> {
-        (subresource == "ephemeralcontainers").then_some(&["spec", "ephemeralContainers"][..])
-    }
-
-    fn on_delete(&self, old: &Value, opts: &DeleteOptions) -> DeletePlan {
-        DeletePlan { grace: graceful_deletion(old, opts.grace_period_seconds), ..DeletePlan::default() }
-    }
-
     fn set_defaults(&self, pod: &mut Pod) {
         let spec = pod.spec.get_or_insert_with(Default::default);
         pod_spec::set_pod_only_defaults(spec);
@@ -354,6 +318,44 @@ impl Strategy for PodStrategy {
         }
         errs.extend(ephemeral_changes(&new_spec, &old_spec, &path));
         errs
+    }
+}
+
+impl ObjectHooks for PodStrategy {
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ]
+    }
+
+    /// An unset `spec.hostNetwork` is `false`.
+    fn field_value(&self, obj: &Value, field: &str) -> String {
+        let v = crate::selectors::field_string(obj, field).unwrap_or_default();
+        if field == "spec.hostNetwork" && v.is_empty() {
+            return "false".into();
+        }
+        v
+    }
+
+    /// `pods/ephemeralcontainers` changes only the ephemeral containers (upstream's
+    /// `dropNonEphemeralContainerUpdates`).
+    fn subresource_field(&self, subresource: &str) -> Option<&'static [&'static str]> {
+        (subresource == "ephemeralcontainers").then_some(&["spec", "ephemeralContainers"][..])
+    }
+
+    fn on_delete(&self, old: &Value, opts: &DeleteOptions) -> DeletePlan {
+        DeletePlan { grace: graceful_deletion(old, opts.grace_period_seconds), ..DeletePlan::default() }
     }
 }
 

@@ -5,7 +5,7 @@ use super::formats;
 use super::label_selector;
 use crate::field::{FieldError, Path};
 use crate::meta;
-use crate::strategy::{DynStrategy, NameRule, Strategy, Typed};
+use crate::strategy::{DynStrategy, NameRule, ObjectHooks, Strategy, Typed};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
 
 pub fn cluster_role_binding() -> Box<dyn DynStrategy> {
@@ -141,10 +141,6 @@ pub struct RoleStrategy;
 impl Strategy for RoleStrategy {
     type Object = Role;
 
-    fn allow_create_on_update(&self) -> bool {
-        true
-    }
-
     fn name_rule(&self) -> NameRule {
         NameRule::PathSegment
     }
@@ -154,15 +150,17 @@ impl Strategy for RoleStrategy {
     }
 }
 
+impl ObjectHooks for RoleStrategy {
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+}
+
 /// ClusterRole: like Role, plus non-resource URLs and aggregation rules.
 pub struct ClusterRoleStrategy;
 
 impl Strategy for ClusterRoleStrategy {
     type Object = ClusterRole;
-
-    fn allow_create_on_update(&self) -> bool {
-        true
-    }
 
     fn name_rule(&self) -> NameRule {
         NameRule::PathSegment
@@ -187,15 +185,17 @@ impl Strategy for ClusterRoleStrategy {
     }
 }
 
+impl ObjectHooks for ClusterRoleStrategy {
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+}
+
 /// RoleBinding: reference a Role or ClusterRole; the reference never changes.
 pub struct RoleBindingStrategy;
 
 impl Strategy for RoleBindingStrategy {
     type Object = RoleBinding;
-
-    fn allow_create_on_update(&self) -> bool {
-        true
-    }
 
     fn name_rule(&self) -> NameRule {
         NameRule::PathSegment
@@ -218,15 +218,17 @@ impl Strategy for RoleBindingStrategy {
     }
 }
 
+impl ObjectHooks for RoleBindingStrategy {
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+}
+
 /// ClusterRoleBinding: reference a ClusterRole; service account subjects name their namespace.
 pub struct ClusterRoleBindingStrategy;
 
 impl Strategy for ClusterRoleBindingStrategy {
     type Object = ClusterRoleBinding;
-
-    fn allow_create_on_update(&self) -> bool {
-        true
-    }
 
     fn name_rule(&self) -> NameRule {
         NameRule::PathSegment
@@ -246,6 +248,12 @@ impl Strategy for ClusterRoleBindingStrategy {
         let mut errs = self.validate(new);
         errs.extend(role_ref_unchanged(&new.role_ref, &old.role_ref));
         errs
+    }
+}
+
+impl ObjectHooks for ClusterRoleBindingStrategy {
+    fn allow_create_on_update(&self) -> bool {
+        true
     }
 }
 

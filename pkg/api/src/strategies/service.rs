@@ -7,7 +7,7 @@
 use super::formats;
 use super::ports;
 use crate::field::{FieldError, Path};
-use crate::strategy::{NameRule, Strategy};
+use crate::strategy::{NameRule, ObjectHooks, Strategy};
 use k8s_openapi::api::core::v1::{
     ClientIPConfig, LoadBalancerStatus, Service, ServiceSpec, ServiceStatus, SessionAffinityConfig,
 };
@@ -507,10 +507,6 @@ pub struct ServiceStrategy;
 impl Strategy for ServiceStrategy {
     type Object = Service;
 
-    fn selectable_fields(&self) -> &'static [&'static str] {
-        &["spec.clusterIP", "spec.type"]
-    }
-
     fn name_rule(&self) -> NameRule {
         NameRule::Label
     }
@@ -614,6 +610,12 @@ impl Strategy for ServiceStrategy {
         let mut errs = validate_ip_updates(&n, &o);
         errs.extend(validate_spec(&n));
         errs
+    }
+}
+
+impl ObjectHooks for ServiceStrategy {
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["spec.clusterIP", "spec.type"]
     }
 }
 

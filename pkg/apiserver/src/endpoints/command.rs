@@ -6,115 +6,13 @@
 use super::body::{content_type, header_str};
 use crate::error::ApiError;
 use crate::registry::{FieldValidation, ListOptions, PatchType};
-use crate::request::{Query, RequestInfo};
+use crate::request::{Query, RequestInfo, RequestSubresource};
+pub use crate::request::{Subresource, Verb};
 use crate::table::{self, Conversion, IncludeObject};
 use http::{header, HeaderMap, Method};
 use k1s_api::resources::Backing;
 use k1s_api::selectors::{Op, Requirement, Selector};
 use k1s_api::ResourceInfo;
-
-/// A Kubernetes API verb on a resource.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verb {
-    Get,
-    List,
-    Watch,
-    Create,
-    Update,
-    Patch,
-    Delete,
-    DeleteCollection,
-}
-
-impl Verb {
-    /// The verb [`RequestInfo`] names; `None` for a method no verb maps to (OPTIONS, …).
-    pub fn parse(s: &str) -> Option<Verb> {
-        Some(match s {
-            "get" => Verb::Get,
-            "list" => Verb::List,
-            "watch" => Verb::Watch,
-            "create" => Verb::Create,
-            "update" => Verb::Update,
-            "patch" => Verb::Patch,
-            "delete" => Verb::Delete,
-            "deletecollection" => Verb::DeleteCollection,
-            _ => return None,
-        })
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verb::Get => "get",
-            Verb::List => "list",
-            Verb::Watch => "watch",
-            Verb::Create => "create",
-            Verb::Update => "update",
-            Verb::Patch => "patch",
-            Verb::Delete => "delete",
-            Verb::DeleteCollection => "deletecollection",
-        }
-    }
-}
-
-/// The subresources k1s knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Subresource {
-    Status,
-    Finalize,
-    EphemeralContainers,
-    Resize,
-    Approval,
-    Scale,
-    Binding,
-    Eviction,
-    Token,
-    Log,
-    Exec,
-    Attach,
-    PortForward,
-    Proxy,
-}
-
-impl Subresource {
-    pub fn parse(s: &str) -> Option<Subresource> {
-        Some(match s {
-            "status" => Subresource::Status,
-            "finalize" => Subresource::Finalize,
-            "ephemeralcontainers" => Subresource::EphemeralContainers,
-            "resize" => Subresource::Resize,
-            "approval" => Subresource::Approval,
-            "scale" => Subresource::Scale,
-            "binding" => Subresource::Binding,
-            "eviction" => Subresource::Eviction,
-            "token" => Subresource::Token,
-            "log" => Subresource::Log,
-            "exec" => Subresource::Exec,
-            "attach" => Subresource::Attach,
-            "portforward" => Subresource::PortForward,
-            "proxy" => Subresource::Proxy,
-            _ => return None,
-        })
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Subresource::Status => "status",
-            Subresource::Finalize => "finalize",
-            Subresource::EphemeralContainers => "ephemeralcontainers",
-            Subresource::Resize => "resize",
-            Subresource::Approval => "approval",
-            Subresource::Scale => "scale",
-            Subresource::Binding => "binding",
-            Subresource::Eviction => "eviction",
-            Subresource::Token => "token",
-            Subresource::Log => "log",
-            Subresource::Exec => "exec",
-            Subresource::Attach => "attach",
-            Subresource::PortForward => "portforward",
-            Subresource::Proxy => "proxy",
-        }
-    }
-}
 
 /// The options of a watch.
 #[derive(Clone, Debug)]
@@ -228,7 +126,7 @@ impl ResourceRequest {
         if !res.namespaced() && info.namespace.is_some() {
             return Err(ApiError::not_found_path());
         }
-        if let Some(sub) = &info.subresource {
+        if let Some(sub) = info.subresource_name() {
             if !res.has_subresource(sub) {
                 return Err(ApiError::not_found_path());
             }
@@ -238,7 +136,7 @@ impl ResourceRequest {
                 "only the following media types are accepted: application/json, application/yaml",
             ));
         }
-        let verb = Verb::parse(&info.verb);
+        let verb = info.verb.api();
         if info.subresource.is_none() && !verb.is_some_and(|v| res.verbs.contains(&v.as_str())) {
             return Err(ApiError::method_not_allowed(
                 method.as_str(),
@@ -249,7 +147,7 @@ impl ResourceRequest {
             res,
             namespace: info.namespace.clone(),
             name: info.name.clone(),
-            subresource: info.subresource.as_deref().and_then(Subresource::parse),
+            subresource: info.subresource.as_ref().and_then(RequestSubresource::known),
             write: WriteOptions {
                 dry_run: false,
                 field_manager: String::new(),
@@ -258,7 +156,7 @@ impl ResourceRequest {
             shape: ReplyShape { conversion: None, include: IncludeObject::Metadata },
             route: Route::Proxy,
         };
-        let not_allowed = |what: &str| ApiError::method_not_allowed(&info.verb, what);
+        let not_allowed = |what: &str| ApiError::method_not_allowed(info.verb.as_str(), what);
         if res.backing == Backing::Virtual {
             request.route = if res.group == k1s_api::metrics::GROUP {
                 Route::MetricsApi(list_options(query)?)
@@ -285,7 +183,7 @@ impl ResourceRequest {
             conversion: table::negotiate(header_str(headers, header::ACCEPT))?,
             include: IncludeObject::parse(query.get("includeObject")),
         };
-        request.route = match (info.subresource.as_deref(), request.subresource) {
+        request.route = match (info.subresource_name(), request.subresource) {
             (None, _)
             | (
                 Some(_),
@@ -340,7 +238,7 @@ fn command(
     field_manager_given: bool,
 ) -> Result<ResourceCommand, ApiError> {
     let Some(verb) = verb else {
-        return Err(ApiError::method_not_allowed(&info.verb, &info.resource));
+        return Err(ApiError::method_not_allowed(info.verb.as_str(), &info.resource));
     };
     Ok(match verb {
         Verb::Get => ResourceCommand::Get,
@@ -393,6 +291,8 @@ fn command(
             grace_period_seconds: query.get("gracePeriodSeconds").and_then(|s| s.parse::<i64>().ok()),
             propagation_policy: query.get("propagationPolicy").map(str::to_string),
         }),
+        // Only authorization names `proxy`; no request parses into it.
+        Verb::Proxy => return Err(ApiError::method_not_allowed(verb.as_str(), &info.resource)),
         Verb::DeleteCollection => ResourceCommand::DeleteCollection {
             list: list_options(query)?,
             propagation_policy: query.get("propagationPolicy").map(str::to_string),

@@ -49,9 +49,18 @@ pub(crate) async fn serve(
     let name_or_empty = name.unwrap_or_default();
     let command = match route {
         Route::Registry(command) => command,
-        Route::MetricsApi(opts) => return crate::metrics_api::handle(state, res, namespace, name, &opts).await,
+        Route::MetricsApi(opts) => {
+            let kubelet = state.kubelet.as_deref();
+            return crate::metrics_api::handle(reg, kubelet, &state.metrics_api, res, namespace, name, &opts).await;
+        }
         Route::Virtual(verb) => {
-            return crate::virtual_resources::handle(state, req, res, verb, namespace, name, user).await
+            let deps = crate::virtual_resources::Deps {
+                registry: reg,
+                authz: &*state.authz,
+                rbac: &state.rbac,
+                tokens: &state.tokens,
+            };
+            return crate::virtual_resources::handle(deps, req, res, verb, namespace, name, user).await;
         }
         Route::Scale(verb) => return crate::subresources::scale(reg, req, &mut ctx, verb, name_or_empty).await,
         Route::Binding => return crate::subresources::binding(reg, req, &mut ctx, name).await,

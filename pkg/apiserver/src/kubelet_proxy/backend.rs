@@ -218,7 +218,7 @@ pub(crate) async fn handle(
         let resp = client
             .send(&target, method, &uri, headers)
             .await
-            .map_err(|e| ApiError::service_unavailable(e.to_string()))?;
+            .map_err(|e| ApiError::service_unavailable(k1s_api::errors::chain(&e)))?;
         return Ok(relay(resp));
     }
     if !scheme.is_empty() && scheme != "http" {

@@ -32,7 +32,7 @@ pub struct KubeletClientConfig {
 pub enum KubeletClientError {
     #[error("invalid kubelet client TLS material ({what}): {message}")]
     Tls { what: &'static str, message: String },
-    #[error("error dialing backend: dial tcp {addr}: {source}")]
+    #[error("error dialing backend: dial tcp {addr}")]
     Dial { addr: String, source: std::io::Error },
     #[error("error dialing backend: dial tcp {addr}: i/o timeout")]
     DialTimeout { addr: String },

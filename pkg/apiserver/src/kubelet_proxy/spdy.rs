@@ -73,7 +73,7 @@ pub(crate) enum SpdyError {
     Decompress(String),
     #[error("encoding a SPDY frame: {0} does not fit in a frame")]
     TooLarge(&'static str),
-    #[error("SPDY connection I/O: {0}")]
+    #[error("SPDY connection I/O")]
     Io(#[from] std::io::Error),
     #[error("SPDY stream {0}: no reply in time")]
     ReplyTimeout(u32),

@@ -235,7 +235,7 @@ async fn forward_input(frames: &FrameSender, s: &mut Streams, msg: &[u8]) -> boo
         return false;
     }
     if let Err(e) = from_client(frames, s, msg).await {
-        tracing::debug!(error = %e, "forwarding client input to the kubelet failed");
+        tracing::debug!(error = %k1s_api::errors::chain(&e), "forwarding client input to the kubelet failed");
     }
     true
 }

@@ -32,7 +32,7 @@ impl Default for Config {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("reading PodSecurity configuration {path}: {source}")]
+    #[error("reading PodSecurity configuration {path}")]
     Read { path: PathBuf, source: std::io::Error },
     #[error("parsing PodSecurity configuration: {0}")]
     Parse(String),

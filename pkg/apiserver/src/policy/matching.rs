@@ -7,17 +7,14 @@
 //! The rule grammar (operations, groups, versions, resources with subresource patterns, scope)
 //! is the webhooks' ([`crate::webhooks::rules`]).
 
+use crate::admission::Attributes;
 use crate::webhooks::rules;
 use serde_json::Value;
 
 /// What a request is, for matching.
 pub struct Request<'a> {
-    pub operation: &'a str,
-    pub group: &'a str,
-    pub version: &'a str,
-    pub resource: &'a str,
-    pub subresource: Option<&'a str>,
-    pub namespaced: bool,
+    /// What the rules' grammar matches: operation, group, version, resource, subresource, scope.
+    pub rule: rules::Request<'a>,
     /// The request's namespace; `None` for cluster-scoped resources.
     pub namespace: Option<&'a str>,
     pub name: &'a str,
@@ -27,29 +24,38 @@ pub struct Request<'a> {
     pub equivalents: &'a [(String, String)],
 }
 
-impl Request<'_> {
-    fn rule_request<'b>(&'b self, version: &'b str) -> rules::Request<'b> {
-        rules::Request {
-            operation: self.operation,
-            group: self.group,
-            version: self.version_or(version),
-            resource: self.resource,
-            subresource: self.subresource,
-            namespaced: self.namespaced,
+impl<'a> Request<'a> {
+    /// The request admission sees, as matching reads it.
+    pub fn of(attrs: &'a Attributes<'_>, equivalents: &'a [(String, String)]) -> Request<'a> {
+        let r = attrs.resource;
+        Request {
+            rule: rules::Request {
+                operation: attrs.operation.as_str(),
+                group: r.group,
+                version: r.version,
+                resource: r.resource,
+                subresource: attrs.subresource,
+                namespaced: r.namespaced(),
+            },
+            namespace: attrs.namespace.filter(|n| !n.is_empty()),
+            name: attrs.name,
+            object: attrs.object.as_deref(),
+            old_object: attrs.old_object,
+            equivalents,
         }
     }
 
-    fn version_or<'b>(&'b self, version: &'b str) -> &'b str {
+    fn rule_request<'b>(&'b self, version: &'b str) -> rules::Request<'b> {
         if version.is_empty() {
-            self.version
+            self.rule
         } else {
-            version
+            rules::Request { version, ..self.rule }
         }
     }
 
     /// Whether this request is about a Namespace itself.
     pub fn is_namespace(&self) -> bool {
-        self.group.is_empty() && self.resource == "namespaces"
+        self.rule.group.is_empty() && self.rule.resource == "namespaces"
     }
 }
 
@@ -87,7 +93,7 @@ fn rules_match(named: &[Value], equivalent: bool, req: &Request<'_>) -> Option<M
     // Upstream checks the equivalents without `resourceNames`.
     for rule in named {
         for (version, kind) in req.equivalents {
-            if version != req.version && named_rule_matches(rule, req, version, false) {
+            if version != req.rule.version && named_rule_matches(rule, req, version, false) {
                 return Some(Matched { version: Some(version.clone()), kind: Some(kind.clone()) });
             }
         }
@@ -154,12 +160,14 @@ mod tests {
 
     fn deploy<'a>(op: &'a str, obj: &'a Value, eq: &'a [(String, String)]) -> Request<'a> {
         Request {
-            operation: op,
-            group: "apps",
-            version: "v1",
-            resource: "deployments",
-            subresource: None,
-            namespaced: true,
+            rule: rules::Request {
+                operation: op,
+                group: "apps",
+                version: "v1",
+                resource: "deployments",
+                subresource: None,
+                namespaced: true,
+            },
             namespace: Some("default"),
             name: "web",
             object: Some(obj),
@@ -206,12 +214,9 @@ mod tests {
     fn equivalent_versions_match_unless_exact() {
         let obj = json!({});
         let eq = [("v1".to_string(), "HorizontalPodAutoscaler".to_string())];
-        let req = Request {
-            group: "autoscaling",
-            version: "v2",
-            resource: "horizontalpodautoscalers",
-            ..deploy("CREATE", &obj, &eq)
-        };
+        let mut req = deploy("CREATE", &obj, &eq);
+        req.rule =
+            rules::Request { group: "autoscaling", version: "v2", resource: "horizontalpodautoscalers", ..req.rule };
         let rule = json!({"apiGroups": ["autoscaling"], "apiVersions": ["v1"], "operations": ["*"], "resources": ["horizontalpodautoscalers"]});
         let m = matches(Some(&json!({"resourceRules": [rule]})), &req, &mut no_ns).expect("ok").expect("match");
         assert_eq!(m.version.as_deref(), Some("v1"));

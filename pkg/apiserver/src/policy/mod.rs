@@ -340,20 +340,7 @@ impl ValidatingPlugin for ValidatingAdmissionPolicy {
 fn dispatch(p: &Policies, snapshot: &Snapshot, attrs: &Attributes<'_>) -> Result<(), ApiError> {
     let r = attrs.resource;
     let equivalents = equivalents(&p.store, r);
-    let object = attrs.object.as_deref();
-    let req = matching::Request {
-        operation: attrs.operation.as_str(),
-        group: r.group,
-        version: r.version,
-        resource: r.resource,
-        subresource: attrs.subresource,
-        namespaced: r.namespaced(),
-        namespace: attrs.namespace.filter(|n| !n.is_empty()),
-        name: attrs.name,
-        object,
-        old_object: attrs.old_object,
-        equivalents: &equivalents,
-    };
+    let req = matching::Request::of(attrs, &equivalents);
     let is_namespace = req.is_namespace();
     // Read once, when a selector or an evaluation first needs it.
     let namespace: std::cell::OnceCell<Option<Value>> = std::cell::OnceCell::new();

@@ -155,19 +155,7 @@ impl Webhooks {
             return Ok(Vec::new());
         }
         let equivalents = crate::policy::equivalents(&self.store, r);
-        let req = matching::Request {
-            operation: attrs.operation.as_str(),
-            group: r.group,
-            version: r.version,
-            resource: r.resource,
-            subresource: attrs.subresource,
-            namespaced: r.namespaced(),
-            namespace: attrs.namespace.filter(|n| !n.is_empty()),
-            name: attrs.name,
-            object: attrs.object.as_deref(),
-            old_object: attrs.old_object,
-            equivalents: &equivalents,
-        };
+        let req = matching::Request::of(attrs, &equivalents);
         let namespace = std::cell::OnceCell::new();
         let mut ns_labels = || -> Result<Option<Value>, String> {
             let Some(ns) = req.namespace else { return Ok(None) };

@@ -8,6 +8,7 @@ use k1s_api::selectors::Selector;
 use serde_json::Value;
 
 /// What a request is, for matching.
+#[derive(Clone, Copy, Debug)]
 pub struct Request<'a> {
     pub operation: &'a str,
     pub group: &'a str,

@@ -126,7 +126,7 @@ impl ServedCache {
                 return Ok(s.clone());
             }
         }
-        let s = served(client).await.map_err(|e| crate::core::chain(&e))?;
+        let s = served(client).await.map_err(|e| k1s_api::errors::chain(&e))?;
         *cache = Some((std::time::Instant::now(), s.clone()));
         Ok(s)
     }

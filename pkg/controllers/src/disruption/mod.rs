@@ -9,11 +9,11 @@
 
 pub mod status;
 
-use crate::core::chain;
 use crate::core::discovery::{split_api_version, ServedCache};
 use crate::Context;
 use futures::{Stream, StreamExt};
 use jiff::Timestamp;
+use k1s_api::errors::chain;
 use k1s_api::selectors::Selector;
 use k1s_runtime::api_error::{is_conflict, is_not_found};
 use k1s_runtime::backoff::{Backoff, Failures};

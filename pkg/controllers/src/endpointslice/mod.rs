@@ -13,9 +13,9 @@ pub mod ports;
 pub mod slices;
 pub mod tracker;
 
-use crate::core::chain;
 use crate::Context;
 use futures::{Stream, StreamExt};
+use k1s_api::errors::chain;
 use k1s_api::selectors;
 use k1s_runtime::api_error::{is_already_exists, is_conflict, is_namespace_terminating, is_not_found};
 use k1s_runtime::backoff::Backoff;

@@ -12,11 +12,11 @@
 pub mod graph;
 pub mod worker;
 
-use crate::core::chain;
 use crate::core::discovery::{self, Served, ServedResource};
 use crate::Context;
 use futures::StreamExt;
 use graph::{Graph, Identity, Observed, Work};
+use k1s_api::errors::chain;
 use k1s_runtime::api_error::{is_conflict, is_not_found};
 use k1s_runtime::backoff::Backoff;
 use k1s_runtime::workqueue::WorkQueue;

@@ -15,12 +15,12 @@
 pub mod behavior;
 pub mod replicas;
 
-use crate::core::chain;
 use crate::core::discovery::{self, ServedCache};
 use crate::Context;
 use behavior::{Recommendation, Rules, ScaleEvent};
 use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
+use k1s_api::errors::chain;
 use k1s_api::strategies::autoscaling::{default_scale_down, default_scale_up};
 use k1s_runtime::events::{reference, EventType, Recorder};
 use k8s_openapi::api::autoscaling::v2::{

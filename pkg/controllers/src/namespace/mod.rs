@@ -7,11 +7,11 @@
 pub mod conditions;
 pub mod deleter;
 
-use crate::core::chain;
 use crate::core::discovery::{self, ServedResource};
 use crate::Context;
 use deleter::{ContentApi, ContentError, Item, PodGrace};
 use futures::StreamExt;
+use k1s_api::errors::chain;
 use k1s_runtime::api_error::{is_conflict, is_method_not_supported, is_not_found};
 use k1s_runtime::backoff::{Backoff, Failures};
 use k8s_openapi::api::core::v1::{Namespace, Pod};

@@ -13,11 +13,11 @@
 pub mod health;
 pub mod taints;
 
-use crate::core::chain;
 use crate::Context;
 use futures::{Stream, StreamExt};
 use health::{condition, Health};
 use jiff::{SignedDuration, Timestamp};
+use k1s_api::errors::chain;
 use k1s_runtime::api_error::{is_conflict, is_not_found};
 use k1s_runtime::events::{reference, EventType};
 use k8s_openapi::api::coordination::v1::Lease;

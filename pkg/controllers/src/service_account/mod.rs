@@ -6,22 +6,17 @@
 pub mod default_account;
 pub mod root_ca;
 
-use crate::core::chain;
 use crate::Context;
-use futures::StreamExt;
-use k1s_runtime::backoff::{Backoff, Failures};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::NamespaceResourceScope;
-use kube::api::Api;
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
 use kube::Resource;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
-use tokio::sync::mpsc;
 
 pub async fn run(ctx: Arc<Context>) {
     tokio::join!(default_account::run(ctx.clone()), root_ca::run(ctx));
@@ -34,7 +29,8 @@ pub fn is_active(ns: &Namespace) -> bool {
 }
 
 /// Runs `reconcile(namespace, children)` for every namespace, and again for a namespace whenever
-/// its child object named `child` changes; `children` caches those children.
+/// its child object named `child` changes; `children` caches those children (listed before the
+/// first reconcile).
 async fn per_namespace<C, R, Fut, E>(ctx: Arc<Context>, controller: &'static str, child: &'static str, reconcile: R)
 where
     C: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
@@ -48,61 +44,18 @@ where
     Fut: Future<Output = Result<(), E>> + Send + 'static,
     E: std::error::Error + Send + Sync + 'static,
 {
-    let (children, writer) = reflector::store::<C>();
+    let mut c = k1s_runtime::controller::Controller::<Namespace>::new(controller, ctx.client.clone());
     let config = watcher::Config::default().fields(&format!("metadata.name={child}"));
-    let mut child_events =
-        reflector::reflector(writer, watcher(Api::<C>::all(ctx.client.clone()), config)).default_backoff().boxed();
-    // The children's cache is driven here (not by the controller) so that it is ready before
-    // the first reconcile; its changes reach the controller through this channel.
-    let (tx, rx) = mpsc::unbounded_channel::<ObjectRef<Namespace>>();
-    let feeder = tokio::spawn(async move {
-        while let Some(ev) = child_events.next().await {
-            match ev {
-                Ok(watcher::Event::Apply(c) | watcher::Event::InitApply(c) | watcher::Event::Delete(c)) => {
-                    if let Some(ns) = c.meta().namespace.as_deref() {
-                        let _ = tx.send(ObjectRef::new(ns));
-                    }
-                }
-                Ok(_) => {}
-                Err(e) => tracing::debug!(controller, error = %chain(&e), "watch failed; retrying"),
-            }
+    let children = c.watches_with(config, |old: Option<&C>, new: Option<&C>, scope| {
+        for ns in old.into_iter().chain(new).filter_map(|c| c.meta().namespace.as_deref()) {
+            scope.queue.add(None, ns);
         }
     });
-    tokio::select! {
-        _ = ctx.cancel.cancelled() => {
-            feeder.abort();
-            return;
-        }
-        _ = children.wait_until_ready() => {}
-    }
-    let triggers = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
-    let failures = Arc::new(Failures::new(Backoff::DEFAULT));
-    let cancel = ctx.cancel.clone();
-    let reconcile = Arc::new(reconcile);
-    Controller::new(Api::<Namespace>::all(ctx.client.clone()), watcher::Config::default())
-        .reconcile_on(triggers)
-        .graceful_shutdown_on(async move { cancel.cancelled().await })
-        .run(
-            move |ns: Arc<Namespace>, failures: Arc<Failures>| {
-                let children = children.clone();
-                let reconcile = reconcile.clone();
-                async move {
-                    let name = ns.metadata.name.clone().unwrap_or_default();
-                    reconcile(ns, children).await?;
-                    failures.succeeded(&name);
-                    Ok::<Action, E>(Action::await_change())
-                }
-            },
-            move |ns, err, failures| {
-                let name = ns.metadata.name.clone().unwrap_or_default();
-                tracing::warn!(controller, namespace = %name, error = %chain(err), "sync failed; retrying");
-                Action::requeue(failures.failed(&name))
-            },
-            failures,
-        )
-        .for_each(|_| futures::future::ready(()))
-        .await;
-    feeder.abort();
+    let reconcile = move |ns: Arc<Namespace>, children: Arc<Store<C>>| {
+        let done = reconcile(ns, (*children).clone());
+        async move { done.await.map(|()| Action::await_change()) }
+    };
+    c.run(Arc::new(children), reconcile, ctx.cancel.clone()).await;
 }
 
 #[cfg(test)]

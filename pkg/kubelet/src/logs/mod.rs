@@ -47,11 +47,11 @@ pub struct LogOptions {
 pub enum LogError {
     #[error("invalid log option {name}={value:?}: {reason}")]
     InvalidOption { name: &'static str, value: String, reason: &'static str },
-    #[error("failed to open log file {path:?}: {source}")]
+    #[error("failed to open log file {path:?}")]
     Open { path: PathBuf, source: std::io::Error },
-    #[error("failed to tail {lines} lines of log file {path:?}: {source}")]
+    #[error("failed to tail {lines} lines of log file {path:?}")]
     Tail { path: PathBuf, lines: u64, source: std::io::Error },
-    #[error("failed to read log file {path:?}: {source}")]
+    #[error("failed to read log file {path:?}")]
     Read { path: PathBuf, source: std::io::Error },
 }
 

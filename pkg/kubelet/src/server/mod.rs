@@ -25,6 +25,7 @@ use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full, StreamBody};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use k1s_api::errors::chain;
 use k1s_cri::v1 as cri;
 use k1s_cri::RuntimeService;
 use std::convert::Infallible;
@@ -74,7 +75,7 @@ pub struct KubeletServer {
 pub enum ServerError {
     #[error("invalid kubelet TLS material ({what}): {message}")]
     Tls { what: &'static str, message: String },
-    #[error("binding the kubelet server to {addr}: {source}")]
+    #[error("binding the kubelet server to {addr}")]
     Bind { addr: SocketAddr, source: std::io::Error },
 }
 
@@ -302,7 +303,7 @@ async fn container_logs(
     };
     let c = match resolve::log_container(rt.as_ref(), namespace, pod, container, opts.previous).await {
         Ok(c) => c,
-        Err(e) => return text(status_of(e.status()), &e.to_string()),
+        Err(e) => return text(status_of(e.status()), &chain(&e)),
     };
     let status =
         match rt.container_status(cri::ContainerStatusRequest { container_id: c.id.clone(), verbose: false }).await {
@@ -314,13 +315,13 @@ async fn container_logs(
     }
     let reader = match LogReader::open(std::path::Path::new(&status.log_path), opts).await {
         Ok(r) => r,
-        Err(e) => return text(StatusCode::BAD_REQUEST, &e.to_string()),
+        Err(e) => return text(StatusCode::BAD_REQUEST, &chain(&e)),
     };
     let (tx, rx) = mpsc::channel::<Bytes>(16);
     let probe = CriRunning { rt, id: c.id };
     tokio::spawn(async move {
         if let Err(e) = reader.stream(&probe, tx).await {
-            tracing::debug!(error = %e, "streaming a container log failed");
+            tracing::debug!(error = %chain(&e), "streaming a container log failed");
         }
     });
     let body = futures::stream::unfold(rx, |mut rx| async move {
@@ -378,7 +379,7 @@ async fn stream(
             };
             let c = match resolve::running_container(rt, namespace, pod, container).await {
                 Ok(c) => c,
-                Err(e) => return text(status_of(e.status()), &e.to_string()),
+                Err(e) => return text(status_of(e.status()), &chain(&e)),
             };
             if verb == Verb::Exec {
                 let cmd: Vec<String> = pairs.iter().filter(|(k, _)| k == "command").map(|(_, v)| v.clone()).collect();
@@ -408,7 +409,7 @@ async fn stream(
         _ => {
             let sb = match resolve::ready_sandbox(rt, namespace, pod).await {
                 Ok(s) => s,
-                Err(e) => return text(status_of(e.status()), &e.to_string()),
+                Err(e) => return text(status_of(e.status()), &chain(&e)),
             };
             let mut ports = Vec::new();
             for p in pairs.iter().filter(|(k, _)| k == "port").flat_map(|(_, v)| v.split(',')) {

@@ -22,7 +22,7 @@ pub enum ResolveError {
     NotRunning { container: String },
     #[error("pod {pod:?} is not running")]
     SandboxNotReady { pod: String },
-    #[error("asking the container runtime about pod {pod:?}: {source}")]
+    #[error("asking the container runtime about pod {pod:?}")]
     Runtime { pod: String, source: CriError },
 }
 

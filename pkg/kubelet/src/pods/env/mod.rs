@@ -29,7 +29,7 @@ pub enum EnvError {
     #[error("{0}")]
     Downward(FieldPathError),
     /// The Services have not been listed yet.
-    #[error("{0}")]
+    #[error(transparent)]
     Services(#[from] services::NotSynced),
 }
 

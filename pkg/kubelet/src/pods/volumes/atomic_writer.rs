@@ -38,12 +38,13 @@ pub enum AtomicWriteError {
     /// A payload path breaks upstream's rules; the message is upstream's.
     #[error("invalid path: {0}")]
     InvalidPath(String),
-    #[error("{op} {path}: {source}")]
-    Io { op: &'static str, path: PathBuf, source: std::io::Error },
+    /// The I/O error is part of the text (upstream's), so it is not also a `source`.
+    #[error("{op} {path}: {error}")]
+    Io { op: &'static str, path: PathBuf, error: std::io::Error },
 }
 
 fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> AtomicWriteError + 'a {
-    move |source| AtomicWriteError::Io { op, path: path.to_path_buf(), source }
+    move |error| AtomicWriteError::Io { op, path: path.to_path_buf(), error }
 }
 
 /// Checks a payload path as upstream's `validatePath` and returns it cleaned.

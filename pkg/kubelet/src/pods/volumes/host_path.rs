@@ -17,7 +17,7 @@ pub fn check_type(path: &Path, type_: Option<&str>) -> Result<(), SetUpCause> {
         "" => Ok(()),
         "DirectoryOrCreate" if stat().is_none() => std::fs::create_dir_all(path)
             .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)))
-            .map_err(|source| SetUpCause::Io { op: "creating", path: path.to_path_buf(), source }),
+            .map_err(|error| SetUpCause::Io { op: "creating", path: path.to_path_buf(), error }),
         "DirectoryOrCreate" | "Directory" => match stat() {
             Some(m) if m.is_dir() => Ok(()),
             _ => Err(not(path, "a directory")),
@@ -29,7 +29,7 @@ pub fn check_type(path: &Path, type_: Option<&str>) -> Result<(), SetUpCause> {
             .mode(0o644)
             .open(path)
             .map(drop)
-            .map_err(|source| SetUpCause::Io { op: "creating", path: path.to_path_buf(), source }),
+            .map_err(|error| SetUpCause::Io { op: "creating", path: path.to_path_buf(), error }),
         "FileOrCreate" | "File" => match stat() {
             Some(m) if m.is_file() => Ok(()),
             _ => Err(not(path, "a file")),

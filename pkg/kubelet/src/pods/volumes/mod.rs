@@ -54,8 +54,9 @@ pub enum SetUpCause {
     Mount(MountError),
     #[error("{message}")]
     HostPathType { message: String },
-    #[error("{op} {path}: {source}")]
-    Io { op: &'static str, path: PathBuf, source: std::io::Error },
+    /// The I/O error is part of the text (upstream's), so it is not also a `source`.
+    #[error("{op} {path}: {error}")]
+    Io { op: &'static str, path: PathBuf, error: std::io::Error },
     #[error("{kind} volumes are not supported by k1s")]
     Unsupported { kind: &'static str },
     /// Upstream's volume manager text for a claim not yet bound.
@@ -185,7 +186,7 @@ fn pod_uid(pod: &Pod) -> Result<&str, VolumeError> {
 }
 
 fn io_cause<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> SetUpCause + 'a {
-    move |source| SetUpCause::Io { op, path: path.to_path_buf(), source }
+    move |error| SetUpCause::Io { op, path: path.to_path_buf(), error }
 }
 
 /// The bytes of a quantity string, rounded up; `None` for zero, negative or unparsable.
@@ -413,7 +414,7 @@ impl VolumeManager {
             let type_ = hp.type_.clone();
             let check = path.clone();
             tokio::task::spawn_blocking(move || host_path::check_type(&check, type_.as_deref())).await.map_err(
-                |e| SetUpCause::Io { op: "checking", path: path.clone(), source: std::io::Error::other(e) },
+                |e| SetUpCause::Io { op: "checking", path: path.clone(), error: std::io::Error::other(e) },
             )??;
             return Ok(PreparedVolume { plugin: Plugin::HostPath, path, read_only: false });
         }
@@ -481,7 +482,7 @@ impl VolumeManager {
         let check = path.clone();
         tokio::task::spawn_blocking(move || host_path::check_type(&check, type_.as_deref()))
             .await
-            .map_err(|e| SetUpCause::Io { op: "checking", path: path.clone(), source: std::io::Error::other(e) })??;
+            .map_err(|e| SetUpCause::Io { op: "checking", path: path.clone(), error: std::io::Error::other(e) })??;
         Ok(PreparedVolume { plugin: Plugin::HostPath, path, read_only: false })
     }
 
@@ -524,7 +525,7 @@ impl VolumeManager {
         let path = dir.clone();
         tokio::task::spawn_blocking(move || atomic_writer::write(&dir, &payload, gid))
             .await
-            .map_err(|e| SetUpCause::Io { op: "writing", path, source: std::io::Error::other(e) })?
+            .map_err(|e| SetUpCause::Io { op: "writing", path, error: std::io::Error::other(e) })?
             .map_err(SetUpCause::Write)
     }
 
