@@ -3,7 +3,7 @@
 
 use crate::admission::Attributes;
 use crate::auth::{self, Authorizer};
-use crate::request::RequestInfo;
+use crate::request::{RequestInfo, RequestSubresource, RequestVerb};
 use std::sync::Arc;
 
 /// The server's authorizer as the CEL library asks it.
@@ -19,15 +19,19 @@ impl k1s_cel::Authorize for ServerAuthorizer {
         };
         let some = |s: &str| (!s.is_empty()).then(|| s.to_owned());
         let info = match &r.path {
-            Some(path) => RequestInfo { path: path.clone(), verb: r.verb.to_lowercase(), ..RequestInfo::default() },
+            Some(path) => RequestInfo {
+                path: path.clone(),
+                verb: RequestVerb::named(&r.verb.to_lowercase()),
+                ..RequestInfo::default()
+            },
             None => RequestInfo {
                 is_resource: true,
-                verb: r.verb.clone(),
+                verb: RequestVerb::named(&r.verb),
                 api_prefix: if r.group.is_empty() { "api" } else { "apis" }.to_owned(),
                 group: r.group.clone(),
                 namespace: some(&r.namespace),
                 resource: r.resource.clone(),
-                subresource: some(&r.subresource),
+                subresource: some(&r.subresource).map(|s| RequestSubresource::named(&s)),
                 name: some(&r.name),
                 ..RequestInfo::default()
             },
