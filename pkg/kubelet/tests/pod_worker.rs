@@ -350,6 +350,8 @@ async fn deleted_pod_runs_pre_stop_then_stops_with_its_grace_period_and_is_remov
     let id = running_and_ready(&node, &kubelet.api).await;
     let sandbox = node.fake.calls_of(CriOp::RunPodSandbox).len();
     assert_eq!(sandbox, 1);
+    let logs = node.dir.path().join("pod-logs").join(format!("default_web_{UID}"));
+    assert!(logs.is_dir(), "the pod's log folder {} exists while it runs", logs.display());
 
     let mut deleted = pod.clone();
     deleted.metadata.deletion_timestamp =
@@ -373,9 +375,10 @@ async fn deleted_pod_runs_pre_stop_then_stops_with_its_grace_period_and_is_remov
     assert_eq!(app["state"]["terminated"]["exitCode"], 143, "the final status shows how app ended: {app}");
     assert_eq!(app["ready"], false);
 
-    // The API confirms the removal: the worker ends.
+    // The API confirms the removal: the worker ends, and the pod's log folder goes with it.
     kubelet.send(&deleted, true);
     within("the worker to finish", kubelet.task).await.expect("worker task");
+    assert!(!logs.exists(), "the log folder {} of a deleted pod is removed", logs.display());
 }
 
 #[tokio::test(start_paused = true)]

@@ -84,6 +84,26 @@ fn logged<T>(result: k1s_cri::CriResult<T>, call: &'static str, id: &str) -> Opt
 }
 
 /// Logs a failed file operation on the pod's kubelet-managed files.
+/// Removes the log folder of the pod with `uid` (`<namespace>_<name>_<uid>` under `pod_log_dir`,
+/// as upstream names it) once the pod is gone from the API, as upstream's kubelet does: the logs
+/// of a deleted pod are not kept (`kubectl logs` can no longer name it).
+fn remove_pod_logs(pod_log_dir: &std::path::Path, uid: &str) {
+    let suffix = format!("_{uid}");
+    let entries = match std::fs::read_dir(pod_log_dir) {
+        Ok(entries) => entries,
+        Err(e) => {
+            logged_io(Err(e), "listing", pod_log_dir);
+            return;
+        }
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().to_str().is_some_and(|n| n.ends_with(&suffix)) {
+            let path = entry.path();
+            logged_io(std::fs::remove_dir_all(&path), "removing", &path);
+        }
+    }
+}
+
 fn logged_io(result: std::io::Result<()>, op: &'static str, path: &std::path::Path) {
     if let Err(e) = result {
         if e.kind() != std::io::ErrorKind::NotFound {

@@ -2,7 +2,7 @@
 //! sandbox, set up volumes, read the containers' instances from the runtime, and remove the
 //! sandboxes of pods the API no longer has.
 
-use super::{is_state, logged, logged_io, pod_ref, Worker};
+use super::{is_state, logged, logged_io, pod_ref, remove_pod_logs, Worker};
 use crate::pods::cgroups;
 use crate::pods::spec::{self, pod_name};
 use crate::pods::volumes::VolumeManager;
@@ -234,4 +234,5 @@ async fn remove_orphan(shared: &Shared, volumes: &VolumeManager, uid: &str, sand
     volumes.cleanup(uid).await;
     let dir = shared.config.root_dir.join("pods").join(uid);
     logged_io(std::fs::remove_dir_all(&dir), "removing", &dir);
+    remove_pod_logs(&shared.config.pod_log_dir, uid);
 }

@@ -3,7 +3,10 @@
 //! sandbox, cgroup, volumes), its final status and the kubelet's final delete.
 
 use super::api::PodApiError;
-use super::{all_containers, container_ref, is_state, logged, logged_io, pod_desc, PodState, Remains, Worker, RESYNC};
+use super::{
+    all_containers, container_ref, is_state, logged, logged_io, pod_desc, remove_pod_logs, PodState, Remains, Worker,
+    RESYNC,
+};
 use crate::pods::cgroups;
 use crate::pods::probes::{ProbeKind, ProbeResult};
 use crate::pods::spec::{self, pod_name, pod_namespace};
@@ -122,13 +125,17 @@ impl Worker {
             self.state = PodState::Terminated { left: Remains::Nothing };
         }
         if removed {
+            remove_pod_logs(&self.shared.config.pod_log_dir, &self.uid);
             return None;
         }
         // Final status, then the object goes (the kubelet's grace-0 delete).
         self.push_status(pod, true).await;
         match self.api.delete_terminated(pod_namespace(pod), pod_name(pod), &self.uid).await {
             Ok(()) => Some(Instant::now() + RESYNC),
-            Err(PodApiError::NotFound { .. } | PodApiError::Conflict { .. }) => None,
+            Err(PodApiError::NotFound { .. } | PodApiError::Conflict { .. }) => {
+                remove_pod_logs(&self.shared.config.pod_log_dir, &self.uid);
+                None
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "deleting terminated pod failed");
                 Some(Instant::now() + RESYNC)
