@@ -123,7 +123,7 @@ pub(crate) async fn renew_periodically(mut renewal: Renewal, cancel: Cancellatio
         {
             Ok(r) => r,
             Err(e) => {
-                tracing::error!(error = %e, "certificate renewal panicked; no more renewals until restart");
+                tracing::error!(error = %e, "certificate renewal panicked; stopping the server");
                 return;
             }
         };

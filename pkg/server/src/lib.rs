@@ -303,12 +303,14 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     }
     let renewal =
         certificates::Renewal::new(tls_dir, validity, pki.ca.cert_pem.clone(), api_url, reloadable, kubeconfigs);
+    // Supervised like the components: if renewal ends, the server stops instead of running on
+    // towards expired certificates.
     let renewer = tokio::spawn(certificates::renew_periodically(renewal, cancel.clone()));
+    components.push(Running { name: "certificate renewal", task: renewer });
     let result = supervise(components, &cancel, Duration::from_secs(10)).await;
     systemd::notify("STOPPING=1");
     tracing::info!("shutting down");
     let _ = compactor.await;
-    let _ = renewer.await;
     for t in [ready, watchdog].into_iter().flatten() {
         let _ = t.await;
     }
