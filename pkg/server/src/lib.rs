@@ -279,12 +279,13 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
         systemd::status("the API serves (no node agent)");
     }
 
-    let compactor = tokio::spawn(compact_periodically(store.clone(), config.compaction_interval, cancel.clone()));
     let api_url = format!("https://127.0.0.1:{port}");
     let mut reloadable = vec![(tls_dir.join("serving-kube-apiserver.crt"), serving)];
     let mut components = snapshot::start(&store, &config.data_dir, &config.node_name, &config.snapshots, &cancel)?;
     components.extend(start_components(&config, &pki, &server_dir, &api_url, &mut reloadable, cancel.clone()).await?);
     components.push(Running { name: "the API server", task: api.task });
+    let compactor = tokio::spawn(compact_periodically(store.clone(), config.compaction_interval, cancel.clone()));
+    components.push(Running { name: "store compaction", task: compactor });
     let ready = (!config.disable_agent).then(|| {
         systemd::status(&format!("waiting for node {} to be Ready", config.node_name));
         tokio::spawn(notify_when_node_ready(config.write_kubeconfig.clone(), config.node_name.clone(), cancel.clone()))
@@ -310,7 +311,6 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     let result = supervise(components, &cancel, Duration::from_secs(10)).await;
     systemd::notify("STOPPING=1");
     tracing::info!("shutting down");
-    let _ = compactor.await;
     for t in [ready, watchdog].into_iter().flatten() {
         let _ = t.await;
     }
