@@ -16,6 +16,7 @@ mod crd_catalog;
 mod custom_resources;
 mod discovery;
 mod disruption;
+mod endpoint_leases;
 mod endpoints;
 pub mod error;
 mod handler;
@@ -186,6 +187,10 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     tasks.spawn("the CustomResourceDefinition reconciler", custom_resources::run(registry.clone(), cancel.clone()));
     bootstrap(&registry).await;
     bootstrap_services(&registry, cidr, config.endpoint_ip, local_addr.port(), config.cluster_dns).await;
+    tasks.spawn(
+        "the kubernetes Service's endpoint reconciler",
+        endpoint_leases::run(registry.clone(), config.endpoint_ip, local_addr.port(), cancel.clone()),
+    );
     aggregator::autoregister::register_local(&registry).await;
     aggregator::autoregister::publish_authentication(&registry, &config.tls.ca_pem, config.front_proxy.as_ref()).await;
     tasks.spawn("the APIService reconciler", aggregator.run(registry.clone(), cancel.clone()));
@@ -249,42 +254,26 @@ async fn bootstrap_services(
         }
     }
     // The API server's port changes between runs when it is picked at random: keep the
-    // endpoints (and the Service's targetPort) current.
-    refresh_endpoints(registry, endpoint_ip, port).await;
+    // Service's targetPort current (its endpoints follow the servers' leases: `endpoint_leases`).
+    refresh_target_port(registry, port).await;
 }
 
-async fn refresh_endpoints(registry: &Registry, endpoint_ip: std::net::IpAddr, port: u16) {
-    let find = |g: &str, r: &str| k1s_api::resources::find(g, "v1", r);
+async fn refresh_target_port(registry: &Registry, port: u16) {
+    let Some(info) = k1s_api::resources::find("", "v1", "services") else { return };
     let user = auth::UserInfo::new("system:apiserver", &["system:masters"]);
-    let patches = [
-        (
-            find("", "services"),
-            json!({"spec": {"ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]}}),
-        ),
-        (
-            find("", "endpoints"),
-            json!({"subsets": [{"addresses": [{"ip": endpoint_ip.to_string()}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]}),
-        ),
-        (
-            find("discovery.k8s.io", "endpointslices"),
-            json!({"endpoints": [{"addresses": [endpoint_ip.to_string()], "conditions": {"ready": true}}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}),
-        ),
-    ];
-    for (info, patch) in patches {
-        let Some(info) = info else { continue };
-        let mut ctx = registry::Ctx {
-            user: &user,
-            info,
-            namespace: Some("default"),
-            subresource: None,
-            dry_run: false,
-            field_manager: "kube-apiserver".into(),
-            field_validation: registry::FieldValidation::Ignore,
-            warnings: Vec::new(),
-        };
-        if let Err(e) = registry.patch(&mut ctx, "kubernetes", registry::PatchType::Merge, patch, false).await {
-            tracing::warn!(resource = info.resource, error = %e, "refreshing the kubernetes endpoints failed");
-        }
+    let patch = json!({"spec": {"ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]}});
+    let mut ctx = registry::Ctx {
+        user: &user,
+        info,
+        namespace: Some("default"),
+        subresource: None,
+        dry_run: false,
+        field_manager: "kube-apiserver".into(),
+        field_validation: registry::FieldValidation::Ignore,
+        warnings: Vec::new(),
+    };
+    if let Err(e) = registry.patch(&mut ctx, "kubernetes", registry::PatchType::Merge, patch, false).await {
+        tracing::warn!(error = %e, "refreshing the kubernetes Service's target port failed");
     }
 }
 

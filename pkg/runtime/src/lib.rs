@@ -14,6 +14,7 @@ pub mod changes;
 pub mod controller;
 pub mod events;
 pub mod informer;
+pub mod leader;
 pub mod workqueue;
 
 pub use kube;

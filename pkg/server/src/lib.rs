@@ -139,6 +139,7 @@ pub async fn supervise(
     components: Vec<Running>,
     cancel: &CancellationToken,
     grace: Duration,
+    api_cancel: Option<&CancellationToken>,
 ) -> Result<(), ServerError> {
     let mut set = tokio::task::JoinSet::new();
     for c in components {
@@ -158,6 +159,13 @@ pub async fn supervise(
             Some(component)
         }
     };
+    // Everything but the API server first, so what the others write while stopping (releasing
+    // their Leases, the node's last status) still reaches it; then the API server.
+    if let Some(api) = api_cancel {
+        let _ =
+            tokio::time::timeout(grace / 2, async { while set.len() > 1 && set.join_next().await.is_some() {} }).await;
+        api.cancel();
+    }
     let _ = tokio::time::timeout(grace, async { while set.join_next().await.is_some() {} }).await;
     match stopped {
         Some(component) => Err(ServerError::ComponentStopped { component }),
@@ -236,6 +244,8 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
         None => k1s_apiserver::pod_security::Config::default(),
     };
     systemd::status("starting the API server");
+    // The API server stops last (see `supervise`).
+    let api_cancel = CancellationToken::new();
     let api = k1s_apiserver::start(
         k1s_apiserver::Config {
             listen: SocketAddr::new(config.bind_address, config.https_listen_port),
@@ -267,7 +277,7 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
             }),
             pod_security,
         },
-        cancel.clone(),
+        api_cancel.clone(),
     )
     .await?;
     let port = api.local_addr.port();
@@ -308,7 +318,7 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     // towards expired certificates.
     let renewer = tokio::spawn(certificates::renew_periodically(renewal, cancel.clone()));
     components.push(Running { name: "certificate renewal", task: renewer });
-    let result = supervise(components, &cancel, Duration::from_secs(10)).await;
+    let result = supervise(components, &cancel, Duration::from_secs(10), Some(&api_cancel)).await;
     systemd::notify("STOPPING=1");
     tracing::info!("shutting down");
     for t in [ready, watchdog].into_iter().flatten() {
@@ -390,6 +400,9 @@ async fn start_components(
     let cred = server_dir.join("cred");
     std::fs::create_dir_all(&cred).map_err(|source| ServerError::DataDir { path: cred.clone(), source })?;
     let mut tasks = Vec::new();
+    // Controllers and the scheduler run only while this server holds their Lease, as upstream's
+    // kube-controller-manager and kube-scheduler do; one identity per server, kept across restarts.
+    let identity = leader_identity(server_dir)?;
     if !disabled(config, Component::Controllers) {
         let client = component_client(
             pki,
@@ -403,14 +416,20 @@ async fn start_components(
             },
         )
         .await?;
-        let ctx = std::sync::Arc::new(k1s_controllers::Context {
-            recorder: k1s_runtime::events::Recorder::new(client.clone(), "controller-manager", None),
-            client,
-            cancel: cancel.clone(),
-            root_ca_pem: pki.ca.cert_pem.clone(),
-        });
         let off = config.disable.controllers();
-        tasks.push(Running::spawn("the controllers", async move { k1s_controllers::run(ctx, &off).await }));
+        let root_ca_pem = pki.ca.cert_pem.clone();
+        let election = k1s_runtime::leader::LeaderElection::new("kube-controller-manager", &identity);
+        let controllers = election.run(client.clone(), cancel.clone(), move |leading| {
+            let ctx = std::sync::Arc::new(k1s_controllers::Context {
+                recorder: k1s_runtime::events::Recorder::new(client.clone(), "controller-manager", None),
+                client: client.clone(),
+                cancel: leading,
+                root_ca_pem: root_ca_pem.clone(),
+            });
+            let off = off.clone();
+            async move { k1s_controllers::run(ctx, &off).await }
+        });
+        tasks.push(Running::spawn("the controllers", controllers));
     }
     if !disabled(config, Component::Scheduler) {
         let client = component_client(
@@ -420,7 +439,10 @@ async fn start_components(
             Identity { file: "scheduler", cn: "system:kube-scheduler", orgs: &[], agent: "kube-scheduler" },
         )
         .await?;
-        tasks.push(Running::spawn("the scheduler", k1s_scheduler::run(client, cancel.clone())));
+        let election = k1s_runtime::leader::LeaderElection::new("kube-scheduler", &identity);
+        let scheduler =
+            election.run(client.clone(), cancel.clone(), move |leading| k1s_scheduler::run(client.clone(), leading));
+        tasks.push(Running::spawn("the scheduler", scheduler));
     }
     if !config.disable_agent {
         tasks.extend(agent::start(config, pki, &cred, api_url, reloadable, cancel.clone()).await?);
@@ -464,6 +486,22 @@ async fn start_components(
         }
     }
     Ok(tasks)
+}
+
+/// This server's leader-election identity (upstream: `<hostname>_<uuid>`), made once and kept in
+/// `server/identity`, so a restarted server holds its own Leases again at once instead of
+/// waiting for them to expire.
+fn leader_identity(server_dir: &std::path::Path) -> Result<String, ServerError> {
+    let path = server_dir.join("identity");
+    if let Ok(s) = std::fs::read_to_string(&path) {
+        let s = s.trim();
+        if !s.is_empty() && s.len() <= 253 && !s.contains(char::is_whitespace) {
+            return Ok(s.to_string());
+        }
+    }
+    let identity = format!("{}_{}", hostname(), uuid::Uuid::new_v4());
+    std::fs::write(&path, format!("{identity}\n")).map_err(|source| ServerError::DataDir { path, source })?;
+    Ok(identity)
 }
 
 /// Removes what the node agent leaves on the host after exit so that pods keep serving: the
@@ -524,7 +562,7 @@ mod tests {
         let cancel = CancellationToken::new();
         let components =
             vec![Running::spawn("the API server", until_cancelled(&cancel)), Running::spawn("the kubelet", async {})];
-        let r = supervise(components, &cancel, Duration::from_secs(5)).await;
+        let r = supervise(components, &cancel, Duration::from_secs(5), None).await;
         assert!(matches!(r, Err(ServerError::ComponentStopped { component: "the kubelet" })), "{r:?}");
         assert!(cancel.is_cancelled(), "the other components are told to stop");
     }
@@ -541,6 +579,6 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
             c.cancel();
         });
-        supervise(components, &cancel, Duration::from_secs(5)).await.expect("a clean stop");
+        supervise(components, &cancel, Duration::from_secs(5), None).await.expect("a clean stop");
     }
 }

@@ -114,6 +114,11 @@ impl Server {
         s
     }
 
+    /// Whether the controllers run from the next (re)start on (control plane without agent).
+    pub fn set_controllers(&mut self, on: bool) {
+        self.controllers = on;
+    }
+
     pub fn run_dir(&self) -> PathBuf {
         self.dir.path().join("run")
     }

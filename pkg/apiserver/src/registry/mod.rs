@@ -315,7 +315,11 @@ impl Registry {
     }
 
     /// The context of a write the server makes as itself (bootstrap objects).
-    fn server_ctx<'a>(user: &'a UserInfo, info: &'static ResourceInfo, namespace: Option<&'a str>) -> Ctx<'a> {
+    pub(crate) fn server_ctx<'a>(
+        user: &'a UserInfo,
+        info: &'static ResourceInfo,
+        namespace: Option<&'a str>,
+    ) -> Ctx<'a> {
         Ctx {
             user,
             info,
@@ -328,7 +332,7 @@ impl Registry {
         }
     }
 
-    fn server_user() -> UserInfo {
+    pub(crate) fn server_user() -> UserInfo {
         UserInfo::new("system:apiserver", &["system:masters"])
     }
 }
