@@ -122,7 +122,7 @@ fn kubernetes_slice_addresses(s: &Server) -> Vec<String> {
 
 #[test]
 fn the_kubernetes_endpoints_follow_the_api_servers_leases() {
-    let s = Server::start();
+    let mut s = Server::start();
     let leases = s.json(&["get", "lease", "-n", "kube-system", "-l", "k1s.io/apiserver-endpoint", "-o", "json"]);
     let items = leases["items"].as_array().expect("items");
     assert_eq!(items.len(), 1, "{leases}");
@@ -151,5 +151,36 @@ fn the_kubernetes_endpoints_follow_the_api_servers_leases() {
     assert!(eps.contains(other) && eps.contains(own_ip), "{eps}");
     eventually(Duration::from_secs(40), "the expired server dropped from the kubernetes EndpointSlice", || {
         (kubernetes_slice_addresses(&s) == vec![own_ip.to_string()]).then_some(())
+    });
+
+    // The same server killed and started on another port: its lease (named after its identity)
+    // carries the new port at once; no slice keeps the old one.
+    let old_port = s.port;
+    s.crash_and_restart();
+    assert_ne!(s.port, old_port, "the harness picks a new port");
+    let ports = || {
+        let v = s.json(&[
+            "get",
+            "endpointslices",
+            "-n",
+            "default",
+            "-l",
+            "kubernetes.io/service-name=kubernetes",
+            "-o",
+            "json",
+        ]);
+        let mut ports: Vec<u64> = v["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|i| i["ports"].as_array().cloned().unwrap_or_default())
+            .filter_map(|p| p["port"].as_u64())
+            .collect();
+        ports.sort();
+        ports
+    };
+    let want = vec![u64::from(s.port)];
+    eventually(Duration::from_secs(5), "only the new port, well before the old lease would expire", || {
+        (ports() == want).then_some(())
     });
 }

@@ -25,15 +25,38 @@ const LABEL: &str = "k1s.io/apiserver-endpoint";
 const TTL: Duration = Duration::from_secs(15);
 const INTERVAL: Duration = Duration::from_secs(10);
 
-fn lease_name(ip: IpAddr, port: u16) -> String {
-    format!("apiserver-endpoint-{}-{port}", ip.to_string().replace(['.', ':'], "-"))
+/// This server's endpoint: its lease is named after the server's identity (kept across
+/// restarts), so a restarted server on another port replaces its old address at once.
+pub(crate) struct Endpoint {
+    lease: String,
+    ip: IpAddr,
+    port: u16,
+}
+
+impl Endpoint {
+    pub(crate) fn new(identity: &str, ip: IpAddr, port: u16) -> Endpoint {
+        Endpoint { lease: lease_name(identity), ip, port }
+    }
+}
+
+/// `apiserver-endpoint-<identity>` as a valid object name (lower case, `[a-z0-9-.]`).
+fn lease_name(identity: &str) -> String {
+    let mut name: String = identity
+        .chars()
+        .map(|c| c.to_ascii_lowercase())
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' })
+        .collect();
+    name.truncate(200);
+    let name = name.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+    format!("apiserver-endpoint-{name}")
 }
 
 /// Renews this server's lease and reconciles the endpoints every interval; at `cancel`, removes
 /// the lease and this server's address.
-pub(crate) async fn run(registry: Arc<Registry>, ip: IpAddr, port: u16, cancel: CancellationToken) {
+pub(crate) async fn run(registry: Arc<Registry>, me: Endpoint, cancel: CancellationToken) {
+    let Endpoint { lease: name, ip, port } = me;
     loop {
-        if let Err(e) = renew(&registry, ip, port).await {
+        if let Err(e) = renew(&registry, &name, ip, port).await {
             tracing::warn!(error = %e, "renewing the API server's endpoint lease failed");
         }
         if let Err(e) = reconcile(&registry, None).await {
@@ -47,7 +70,7 @@ pub(crate) async fn run(registry: Arc<Registry>, ip: IpAddr, port: u16, cancel: 
     let Some(leases) = k1s_api::resources::find("coordination.k8s.io", "v1", "leases") else { return };
     let user = Registry::server_user();
     let mut ctx = Registry::server_ctx(&user, leases, Some("kube-system"));
-    if let Err(e) = registry.delete(&mut ctx, &lease_name(ip, port), &DeleteOptions::default()).await {
+    if let Err(e) = registry.delete(&mut ctx, &name, &DeleteOptions::default()).await {
         if e.code != 404 {
             tracing::warn!(error = %e, "removing the API server's endpoint lease failed");
         }
@@ -57,9 +80,8 @@ pub(crate) async fn run(registry: Arc<Registry>, ip: IpAddr, port: u16, cancel: 
     }
 }
 
-async fn renew(registry: &Registry, ip: IpAddr, port: u16) -> Result<(), ApiError> {
+async fn renew(registry: &Registry, name: &str, ip: IpAddr, port: u16) -> Result<(), ApiError> {
     let Some(leases) = k1s_api::resources::find("coordination.k8s.io", "v1", "leases") else { return Ok(()) };
-    let name = lease_name(ip, port);
     let now = jiff::Timestamp::now();
     let spec = json!({
         "holderIdentity": format!("{ip}:{port}"),
@@ -68,10 +90,10 @@ async fn renew(registry: &Registry, ip: IpAddr, port: u16) -> Result<(), ApiErro
     });
     let user = Registry::server_user();
     let mut ctx = Registry::server_ctx(&user, leases, Some("kube-system"));
-    match registry.get(leases, Some("kube-system"), &name) {
+    match registry.get(leases, Some("kube-system"), name) {
         Ok(mut lease) => {
             lease["spec"] = spec;
-            registry.update(&mut ctx, &name, lease).await.map(|_| ())
+            registry.update(&mut ctx, name, lease).await.map(|_| ())
         }
         Err(e) if e.code == 404 => {
             let lease = json!({
@@ -231,8 +253,11 @@ mod tests {
 
     #[test]
     fn names_are_valid_object_names() {
-        assert_eq!(lease_name("10.0.0.1".parse().expect("ip"), 6443), "apiserver-endpoint-10-0-0-1-6443");
-        assert_eq!(lease_name("fd00::1".parse().expect("ip"), 443), "apiserver-endpoint-fd00--1-443");
+        assert_eq!(
+            lease_name("VM_4a6c661c-0f42-4b10-a3e2-8714d7ffd259"),
+            "apiserver-endpoint-vm-4a6c661c-0f42-4b10-a3e2-8714d7ffd259"
+        );
+        assert_eq!(lease_name("_odd name!_"), "apiserver-endpoint-odd-name");
         assert_eq!((slice_name(0, 6443), slice_name(1, 7443)), ("kubernetes".into(), "kubernetes-7443".into()));
     }
 }

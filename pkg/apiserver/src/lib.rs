@@ -74,6 +74,8 @@ pub struct Config {
     pub service_cidr: String,
     /// The node address the `kubernetes` Service's endpoints point at.
     pub endpoint_ip: std::net::IpAddr,
+    /// This server's identity (stable across restarts): names its endpoint lease.
+    pub server_identity: String,
     /// The cluster DNS address: the `kube-dns` Service's ClusterIP, served by k1s itself.
     pub cluster_dns: Option<std::net::IpAddr>,
     /// ServiceAccount token signing key, issuer and audiences.
@@ -189,7 +191,11 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     bootstrap_services(&registry, cidr, config.endpoint_ip, local_addr.port(), config.cluster_dns).await;
     tasks.spawn(
         "the kubernetes Service's endpoint reconciler",
-        endpoint_leases::run(registry.clone(), config.endpoint_ip, local_addr.port(), cancel.clone()),
+        endpoint_leases::run(
+            registry.clone(),
+            endpoint_leases::Endpoint::new(&config.server_identity, config.endpoint_ip, local_addr.port()),
+            cancel.clone(),
+        ),
     );
     aggregator::autoregister::register_local(&registry).await;
     aggregator::autoregister::publish_authentication(&registry, &config.tls.ca_pem, config.front_proxy.as_ref()).await;

@@ -103,12 +103,15 @@ impl LeaderElection {
                 return;
             }
             leading.cancel();
-            let _ = task.await;
             if cancel.is_cancelled() {
+                // As client-go's ReleaseOnCancel: released as the work stops (not after), while
+                // the API still answers.
                 self.release(&api).await;
                 tracing::info!(lease = %self.name, "released the Lease at shutdown");
+                let _ = task.await;
                 return;
             }
+            let _ = task.await;
             tracing::warn!(lease = %self.name, identity = %self.identity, "lost leadership; stopped, contending again");
             seen = Observed::default();
         }

@@ -244,6 +244,8 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
         None => k1s_apiserver::pod_security::Config::default(),
     };
     systemd::status("starting the API server");
+    // One identity per server, kept across restarts: its endpoint lease and its leader election.
+    let identity = leader_identity(&server_dir)?;
     // The API server stops last (see `supervise`).
     let api_cancel = CancellationToken::new();
     let api = k1s_apiserver::start(
@@ -263,6 +265,7 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
             bookmark_interval: config.bookmark_interval,
             service_cidr: config.service_cidr.clone(),
             endpoint_ip: config.advertise_address.unwrap_or(config.node_ip),
+            server_identity: identity.clone(),
             cluster_dns: Some(config.cluster_dns),
             service_account,
             kubelet_client: Some(k1s_apiserver::KubeletClientConfig {
@@ -292,7 +295,9 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     let api_url = format!("https://127.0.0.1:{port}");
     let mut reloadable = vec![(tls_dir.join("serving-kube-apiserver.crt"), serving)];
     let mut components = snapshot::start(&store, &config.data_dir, &config.node_name, &config.snapshots, &cancel)?;
-    components.extend(start_components(&config, &pki, &server_dir, &api_url, &mut reloadable, cancel.clone()).await?);
+    components.extend(
+        start_components(&config, &pki, &server_dir, &identity, &api_url, &mut reloadable, cancel.clone()).await?,
+    );
     components.push(Running { name: "the API server", task: api.task });
     let compactor = tokio::spawn(compact_periodically(store.clone(), config.compaction_interval, cancel.clone()));
     components.push(Running { name: "store compaction", task: compactor });
@@ -393,6 +398,7 @@ async fn start_components(
     config: &Config,
     pki: &Pki,
     server_dir: &std::path::Path,
+    identity: &str,
     api_url: &str,
     reloadable: &mut Vec<(PathBuf, k1s_pki::ServingCert)>,
     cancel: CancellationToken,
@@ -401,8 +407,7 @@ async fn start_components(
     std::fs::create_dir_all(&cred).map_err(|source| ServerError::DataDir { path: cred.clone(), source })?;
     let mut tasks = Vec::new();
     // Controllers and the scheduler run only while this server holds their Lease, as upstream's
-    // kube-controller-manager and kube-scheduler do; one identity per server, kept across restarts.
-    let identity = leader_identity(server_dir)?;
+    // kube-controller-manager and kube-scheduler do.
     if !disabled(config, Component::Controllers) {
         let client = component_client(
             pki,
@@ -418,7 +423,7 @@ async fn start_components(
         .await?;
         let off = config.disable.controllers();
         let root_ca_pem = pki.ca.cert_pem.clone();
-        let election = k1s_runtime::leader::LeaderElection::new("kube-controller-manager", &identity);
+        let election = k1s_runtime::leader::LeaderElection::new("kube-controller-manager", identity);
         let controllers = election.run(client.clone(), cancel.clone(), move |leading| {
             let ctx = std::sync::Arc::new(k1s_controllers::Context {
                 recorder: k1s_runtime::events::Recorder::new(client.clone(), "controller-manager", None),
@@ -439,7 +444,7 @@ async fn start_components(
             Identity { file: "scheduler", cn: "system:kube-scheduler", orgs: &[], agent: "kube-scheduler" },
         )
         .await?;
-        let election = k1s_runtime::leader::LeaderElection::new("kube-scheduler", &identity);
+        let election = k1s_runtime::leader::LeaderElection::new("kube-scheduler", identity);
         let scheduler =
             election.run(client.clone(), cancel.clone(), move |leading| k1s_scheduler::run(client.clone(), leading));
         tasks.push(Running::spawn("the scheduler", scheduler));
