@@ -483,7 +483,7 @@ async fn compact_periodically(store: Store, every: Duration, cancel: Cancellatio
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(every) => {}
         }
-        if let Err(e) = store.compact(previous) {
+        if let Err(e) = store.compact(previous).await {
             tracing::warn!(error = %e, revision = previous, "compaction failed");
         }
         previous = store.current_revision();

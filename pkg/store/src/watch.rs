@@ -1,9 +1,10 @@
 //! Watches: replay from the event log, then follow the live fan-out; a watcher that falls
 //! behind the fan-out catches up from the log instead of losing events.
 
-use crate::store::{KeyValue, Store, StoreError, Subscription};
+use crate::store::{KeyValue, Store, StoreError};
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
+use tokio::sync::Notify;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventKind {
@@ -23,6 +24,69 @@ pub struct Event {
 }
 
 const LOG_PAGE: usize = 1024;
+
+/// A watcher's live feed: the backend queues the committed events under `prefix` and wakes the
+/// watcher, so a write wakes only the watchers that want it (not every watch of every resource).
+pub(crate) struct Subscription {
+    pub(crate) prefix: String,
+    pub(crate) queue: Mutex<LiveQueue>,
+    pub(crate) notify: Notify,
+}
+
+#[derive(Default)]
+pub(crate) struct LiveQueue {
+    pub(crate) events: Vec<Arc<Event>>,
+    /// More than the fan-out capacity piled up: the queue was dropped and the watcher must catch
+    /// up from the log.
+    pub(crate) lagged: bool,
+}
+
+/// The live watchers of one backend, each with the prefix it wants.
+pub(crate) struct Subscriptions {
+    subs: Mutex<Vec<Weak<Subscription>>>,
+    capacity: usize,
+}
+
+impl Subscriptions {
+    pub(crate) fn new(capacity: usize) -> Subscriptions {
+        Subscriptions { subs: Mutex::new(Vec::new()), capacity: capacity.max(16) }
+    }
+
+    /// Registers a live feed of the events under `prefix` committed from now on.
+    pub(crate) fn subscribe(&self, prefix: &str) -> Arc<Subscription> {
+        let sub = Arc::new(Subscription {
+            prefix: prefix.to_string(),
+            queue: Mutex::new(LiveQueue::default()),
+            notify: Notify::new(),
+        });
+        self.subs.lock().unwrap_or_else(|p| p.into_inner()).push(Arc::downgrade(&sub));
+        sub
+    }
+
+    /// Queues a committed batch for the watchers whose prefix it touches, and wakes them. Runs
+    /// before the batch's revision becomes current (see `Watcher::revision`).
+    pub(crate) fn fan_out(&self, events: &[Arc<Event>]) {
+        let mut subs = self.subs.lock().unwrap_or_else(|p| p.into_inner());
+        subs.retain(|w| w.strong_count() > 0);
+        for sub in subs.iter().filter_map(Weak::upgrade) {
+            let mut wanted = events.iter().filter(|ev| ev.kv.key.starts_with(sub.prefix.as_str())).peekable();
+            if wanted.peek().is_none() {
+                continue;
+            }
+            {
+                let mut q = sub.queue.lock().unwrap_or_else(|p| p.into_inner());
+                if !q.lagged {
+                    q.events.extend(wanted.cloned());
+                    if q.events.len() > self.capacity {
+                        q.events = Vec::new();
+                        q.lagged = true;
+                    }
+                }
+            }
+            sub.notify.notify_one();
+        }
+    }
+}
 
 /// A stream of events under a key prefix, in revision order, without gaps.
 pub struct Watcher {
