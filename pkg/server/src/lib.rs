@@ -18,6 +18,7 @@ pub use components::{Component, Disabled, UnknownComponent};
 
 use k1s_apiserver::TlsMaterial;
 use k1s_pki::Pki;
+pub use k1s_store::EtcdConfig;
 use k1s_store::{Store, StoreOptions};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -66,9 +67,21 @@ pub struct Config {
     pub pod_security_admission_config_file: Option<PathBuf>,
     /// Snapshot folder, schedule and retention.
     pub snapshots: snapshot::SnapshotConfig,
+    /// Where the cluster state lives: the embedded RocksDB under the data dir, or etcd.
+    pub datastore: Datastore,
     /// For tests only: leaf certificates last this long (and are renewed with a quarter of it
     /// left) instead of a year.
     pub test_cert_validity: Option<Duration>,
+}
+
+/// The store behind the API server.
+#[derive(Clone, Debug, Default)]
+pub enum Datastore {
+    /// RocksDB in `<data-dir>/server/db` (the default).
+    #[default]
+    Embedded,
+    /// An external etcd v3 cluster (`--datastore-endpoint`).
+    Etcd(k1s_store::EtcdConfig),
 }
 
 impl Config {
@@ -192,7 +205,10 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     mkdir(&server_dir)?;
     // NamespaceLifecycle admission reads the namespace on every namespaced create.
     let opts = StoreOptions { cached_prefixes: vec!["/registry/namespaces/".into()], ..StoreOptions::default() };
-    let store = Store::open(&server_dir.join("db"), opts)?;
+    let store = match &config.datastore {
+        Datastore::Embedded => Store::open(&server_dir.join("db"), opts)?,
+        Datastore::Etcd(etcd) => Store::connect_etcd(etcd, opts).await?,
+    };
 
     let mut sans = vec!["127.0.0.1".to_string(), "::1".to_string(), "localhost".to_string(), hostname()];
     sans.extend(config.tls_san.iter().cloned());
@@ -282,7 +298,12 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     let compactor = tokio::spawn(compact_periodically(store.clone(), config.compaction_interval, cancel.clone()));
     let api_url = format!("https://127.0.0.1:{port}");
     let mut reloadable = vec![(tls_dir.join("serving-kube-apiserver.crt"), serving)];
-    let mut components = snapshot::start(&store, &config.data_dir, &config.node_name, &config.snapshots, &cancel)?;
+    // etcd has snapshots of its own (`etcdctl snapshot save`); asked for one, the socket says so.
+    let snapshots = match config.datastore {
+        Datastore::Embedded => config.snapshots.clone(),
+        Datastore::Etcd(_) => snapshot::SnapshotConfig { schedule: None, ..config.snapshots.clone() },
+    };
+    let mut components = snapshot::start(&store, &config.data_dir, &config.node_name, &snapshots, &cancel)?;
     components.extend(start_components(&config, &pki, &server_dir, &api_url, &mut reloadable, cancel.clone()).await?);
     components.push(Running { name: "the API server", task: api.task });
     let ready = (!config.disable_agent).then(|| {

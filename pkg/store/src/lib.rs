@@ -4,14 +4,17 @@
 //! the retained event log that lets a watch start at any retained revision, and compaction,
 //! behind one handle ([`Store`]) whatever the backend. The embedded backend is RocksDB, with
 //! group commit (one writer thread; concurrent writes share one synced WAL write), snapshots of
-//! one revision packed in one file, and their restore ([`snapshot`]).
+//! one revision packed in one file, and their restore ([`snapshot`]). The other backend is an
+//! external etcd v3 cluster ([`EtcdConfig`], spoken to over its gRPC API).
 //! Values are opaque bytes. It must never depend on API types.
 
 mod codec;
+mod etcd;
 mod rocks;
 pub mod snapshot;
 mod store;
 mod watch;
 
+pub use etcd::EtcdConfig;
 pub use store::{KeyValue, ListResult, Op, Stats, Store, StoreError, StoreOptions, COMMIT_BUCKETS};
 pub use watch::{Event, EventKind, Watcher};

@@ -13,6 +13,7 @@
 //! Dispatch is a `match` on an enum, not a trait object: the embedded RocksDB backend's reads
 //! stay direct calls.
 
+use crate::etcd::{EtcdConfig, EtcdStore};
 use crate::rocks::RocksStore;
 use crate::watch::{Event, Subscription, Watcher};
 use bytes::Bytes;
@@ -159,6 +160,7 @@ pub struct Store {
 #[derive(Clone)]
 enum Backend {
     Rocks(RocksStore),
+    Etcd(EtcdStore),
 }
 
 impl Store {
@@ -167,10 +169,17 @@ impl Store {
         Ok(Store { backend: Backend::Rocks(RocksStore::open(dir, opts)?) })
     }
 
+    /// Connects to an etcd v3 cluster (see [`EtcdConfig`]); `opts.fanout_capacity` bounds each
+    /// watcher's live queue as with RocksDB (the other options are RocksDB's).
+    pub async fn connect_etcd(config: &EtcdConfig, opts: StoreOptions) -> Result<Store, StoreError> {
+        Ok(Store { backend: Backend::Etcd(EtcdStore::connect(config, opts.fanout_capacity).await?) })
+    }
+
     /// The embedded RocksDB backend, for what only it has (snapshots of its files).
     pub(crate) fn rocks(&self) -> Option<&RocksStore> {
         match &self.backend {
             Backend::Rocks(r) => Some(r),
+            Backend::Etcd(_) => None,
         }
     }
 
@@ -178,6 +187,7 @@ impl Store {
     pub fn current_revision(&self) -> u64 {
         match &self.backend {
             Backend::Rocks(r) => r.current_revision(),
+            Backend::Etcd(e) => e.current_revision(),
         }
     }
 
@@ -185,12 +195,14 @@ impl Store {
     pub fn compacted_revision(&self) -> u64 {
         match &self.backend {
             Backend::Rocks(r) => r.compacted_revision(),
+            Backend::Etcd(e) => e.compacted_revision(),
         }
     }
 
     pub fn stats(&self) -> Stats {
         match &self.backend {
             Backend::Rocks(r) => r.stats(),
+            Backend::Etcd(e) => e.stats(),
         }
     }
 
@@ -200,6 +212,7 @@ impl Store {
     pub async fn txn(&self, ops: Vec<Op>) -> Result<Vec<KeyValue>, StoreError> {
         match &self.backend {
             Backend::Rocks(r) => r.txn(ops).await,
+            Backend::Etcd(e) => e.txn(ops).await,
         }
     }
 
@@ -227,6 +240,7 @@ impl Store {
     pub fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
         match &self.backend {
             Backend::Rocks(r) => r.get(key),
+            Backend::Etcd(e) => e.get(key),
         }
     }
 
@@ -242,6 +256,7 @@ impl Store {
     ) -> Result<ListResult, StoreError> {
         match &self.backend {
             Backend::Rocks(r) => r.list(prefix, start_after, limit, at_revision),
+            Backend::Etcd(e) => e.list(prefix, start_after, limit, at_revision),
         }
     }
 
@@ -253,6 +268,11 @@ impl Store {
         if after < compacted {
             return Err(StoreError::Compacted { requested: after, compacted });
         }
+        if let Backend::Etcd(e) = &self.backend {
+            if after < e.history_start() {
+                return e.watch_direct(prefix, after).map(Watcher::etcd);
+            }
+        }
         Ok(Watcher::new(self.clone(), prefix.to_string(), after))
     }
 
@@ -261,6 +281,7 @@ impl Store {
     pub async fn compact(&self, rev: u64) -> Result<(), StoreError> {
         match &self.backend {
             Backend::Rocks(r) => r.compact(rev),
+            Backend::Etcd(e) => e.compact(rev).await,
         }
     }
 
@@ -269,6 +290,7 @@ impl Store {
     pub(crate) fn read_log(&self, after: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
         match &self.backend {
             Backend::Rocks(r) => r.read_log(after, limit),
+            Backend::Etcd(e) => e.read_log(after, limit),
         }
     }
 
@@ -276,6 +298,7 @@ impl Store {
     pub(crate) fn subscribe(&self, prefix: &str) -> Arc<Subscription> {
         match &self.backend {
             Backend::Rocks(r) => r.subscribe(prefix),
+            Backend::Etcd(e) => e.subscribe(prefix),
         }
     }
 }

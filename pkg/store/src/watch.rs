@@ -86,10 +86,70 @@ impl Subscriptions {
             sub.notify.notify_one();
         }
     }
+    /// Marks every live watcher as lagged and wakes it, so it reads the log again (where it
+    /// learns if what it missed was compacted away).
+    pub(crate) fn lag_all(&self) {
+        let subs = self.subs.lock().unwrap_or_else(|p| p.into_inner());
+        for sub in subs.iter().filter_map(Weak::upgrade) {
+            {
+                let mut q = sub.queue.lock().unwrap_or_else(|p| p.into_inner());
+                q.events = Vec::new();
+                q.lagged = true;
+            }
+            sub.notify.notify_one();
+        }
+    }
 }
 
 /// A stream of events under a key prefix, in revision order, without gaps.
 pub struct Watcher {
+    kind: Kind,
+}
+
+enum Kind {
+    /// Reads the backend's retained log, then follows its live fan-out.
+    Log(LogWatcher),
+    /// An etcd watch of its own (from before the etcd backend's in-memory history).
+    Etcd(crate::etcd::DirectWatcher),
+}
+
+impl Watcher {
+    pub(crate) fn new(store: Store, prefix: String, after: u64) -> Watcher {
+        Watcher { kind: Kind::Log(LogWatcher::new(store, prefix, after)) }
+    }
+
+    pub(crate) fn etcd(w: crate::etcd::DirectWatcher) -> Watcher {
+        Watcher { kind: Kind::Etcd(w) }
+    }
+
+    /// A revision this watch has fully observed: nothing at or below it remains undelivered.
+    /// Suitable for bookmarks.
+    pub fn revision(&self) -> u64 {
+        match &self.kind {
+            Kind::Log(w) => w.revision(),
+            Kind::Etcd(w) => w.revision(),
+        }
+    }
+
+    /// Next event; `Err(Compacted)` if the watcher fell behind a compaction.
+    pub async fn next(&mut self) -> Result<Arc<Event>, StoreError> {
+        match &mut self.kind {
+            Kind::Log(w) => w.next().await,
+            Kind::Etcd(w) => w.next().await,
+        }
+    }
+
+    /// The next event if one is there without waiting (`Ok(None)` otherwise): lets a consumer
+    /// take the events of one commit together.
+    pub fn try_next(&mut self) -> Result<Option<Arc<Event>>, StoreError> {
+        match &mut self.kind {
+            Kind::Log(w) => w.try_next(),
+            Kind::Etcd(w) => w.try_next(),
+        }
+    }
+}
+
+struct LogWatcher {
     store: Store,
     /// Every event under the prefix with a revision up to here was delivered or queued.
     scanned: u64,
@@ -99,16 +159,14 @@ pub struct Watcher {
     from_log: bool,
 }
 
-impl Watcher {
-    pub(crate) fn new(store: Store, prefix: String, after: u64) -> Watcher {
+impl LogWatcher {
+    fn new(store: Store, prefix: String, after: u64) -> LogWatcher {
         // Subscribe before reading the log so no event falls between the two.
         let live = store.subscribe(&prefix);
-        Watcher { store, scanned: after, live, backlog: VecDeque::new(), from_log: true }
+        LogWatcher { store, scanned: after, live, backlog: VecDeque::new(), from_log: true }
     }
 
-    /// A revision this watch has fully observed: nothing at or below it remains undelivered.
-    /// Suitable for bookmarks.
-    pub fn revision(&self) -> u64 {
+    fn revision(&self) -> u64 {
         if let Some(ev) = self.backlog.front() {
             return ev.revision - 1;
         }
@@ -127,8 +185,7 @@ impl Watcher {
         }
     }
 
-    /// Next event; `Err(Compacted)` if the watcher fell behind a compaction.
-    pub async fn next(&mut self) -> Result<Arc<Event>, StoreError> {
+    async fn next(&mut self) -> Result<Arc<Event>, StoreError> {
         loop {
             if let Some(ev) = self.try_next()? {
                 return Ok(ev);
@@ -137,9 +194,7 @@ impl Watcher {
         }
     }
 
-    /// The next event if one is there without waiting (`Ok(None)` otherwise): lets a consumer
-    /// take the events of one commit together.
-    pub fn try_next(&mut self) -> Result<Option<Arc<Event>>, StoreError> {
+    fn try_next(&mut self) -> Result<Option<Arc<Event>>, StoreError> {
         loop {
             if let Some(ev) = self.ready()? {
                 return Ok(Some(ev));
