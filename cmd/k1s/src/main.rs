@@ -131,6 +131,23 @@ struct ServerArgs {
     /// (cluster) Path to the PodSecurity admission configuration file (defaults and exemptions).
     #[arg(long, env = "K1S_POD_SECURITY_ADMISSION_CONFIG_FILE")]
     pod_security_admission_config_file: Option<PathBuf>,
+    /// (db) etcd v3 client URLs, comma-separated (https://HOST:2379[,https://HOST2:2379], or
+    /// http:// on loopback); default: the embedded RocksDB store under the data dir.
+    #[arg(long, env = "K1S_DATASTORE_ENDPOINT")]
+    datastore_endpoint: Option<String>,
+    /// (db) CA bundle to verify the etcd servers' certificates.
+    #[arg(long, env = "K1S_DATASTORE_CAFILE")]
+    datastore_cafile: Option<PathBuf>,
+    /// (db) Client certificate to authenticate to etcd.
+    #[arg(long, env = "K1S_DATASTORE_CERTFILE")]
+    datastore_certfile: Option<PathBuf>,
+    /// (db) Key of the client certificate.
+    #[arg(long, env = "K1S_DATASTORE_KEYFILE")]
+    datastore_keyfile: Option<PathBuf>,
+    /// (db) Prepended to every key in etcd (default none: keys are /registry/..., as
+    /// kube-apiserver's); lets several clusters share one etcd.
+    #[arg(long, env = "K1S_DATASTORE_PREFIX", default_value = "")]
+    datastore_prefix: String,
     /// (db) Cron schedule of store snapshots (5 fields, UTC).
     #[arg(long, env = "K1S_SNAPSHOT_SCHEDULE_CRON", default_value = "0 */12 * * *")]
     snapshot_schedule_cron: String,
@@ -192,6 +209,31 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
         },
         retention: a.snapshot_retention,
     };
+    let datastore = match &a.datastore_endpoint {
+        None => {
+            if a.datastore_cafile.is_some() || a.datastore_certfile.is_some() || a.datastore_keyfile.is_some() {
+                bail!("--datastore-cafile, --datastore-certfile and --datastore-keyfile need --datastore-endpoint");
+            }
+            k1s_server::Datastore::Embedded
+        }
+        Some(list) => {
+            let endpoints: Vec<String> =
+                list.split(',').map(str::trim).filter(|e| !e.is_empty()).map(str::to_string).collect();
+            if endpoints.is_empty() {
+                bail!("--datastore-endpoint is empty");
+            }
+            if let Some(bad) = endpoints.iter().find(|e| !(e.starts_with("https://") || e.starts_with("http://"))) {
+                bail!("--datastore-endpoint {bad:?}: expected https://HOST:PORT (or http:// on loopback)");
+            }
+            k1s_server::Datastore::Etcd(k1s_server::EtcdConfig {
+                endpoints,
+                ca_file: a.datastore_cafile.clone(),
+                cert_file: a.datastore_certfile.clone(),
+                key_file: a.datastore_keyfile.clone(),
+                root: a.datastore_prefix.clone(),
+            })
+        }
+    };
     Ok(k1s_server::Config {
         data_dir: a.data_dir,
         write_kubeconfig: a.write_kubeconfig,
@@ -234,6 +276,7 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
         pod_security_admission_config_file: a.pod_security_admission_config_file,
         test_cert_validity: a.test_cert_validity,
         snapshots,
+        datastore,
     })
 }
 
@@ -257,6 +300,9 @@ fn main() -> Result<()> {
         Command::Snapshot(args) => snapshot::run(args),
         Command::Server(args) => {
             if let Some(file) = &args.cluster_reset_restore_path {
+                if args.datastore_endpoint.is_some() {
+                    bail!("--cluster-reset-restore-path restores the embedded store; with --datastore-endpoint restore etcd with its own tools (etcdctl snapshot restore)");
+                }
                 return snapshot::restore(&args.data_dir, file);
             }
             let filter = if args.debug { "debug" } else { "info" };

@@ -115,6 +115,7 @@ fn the_check_catches_upward_sideways_and_engine_dependencies() {
         (("k1s-api", "k1s-server"), "k1s-api (layer 1) depends on k1s-server (layer 4)"),
         (("k1s-apiserver", "k1s-kubelet"), "k1s-apiserver (layer 3) depends on k1s-kubelet (layer 3)"),
         (("k1s-server", "rocksdb"), "k1s-server depends on rocksdb, which only k1s-store may use"),
+        (("k1s-apiserver", "rocksdb"), "k1s-apiserver depends on rocksdb, which only k1s-store may use"),
         (("k1s-controllers", "k1s-store"), "k1s-controllers depends on k1s-store: it must reach the API over HTTPS"),
         (("k1s-new", "k1s-api"), "k1s-new has no layer: add it to LAYERS in cmd/k1s/tests/layering.rs"),
     ];
@@ -123,4 +124,18 @@ fn the_check_catches_upward_sideways_and_engine_dependencies() {
     }
     let fine = graph(&[("k1s-server", "k1s-apiserver"), ("k1s-apiserver", "k1s-store"), ("k1s-store", "rocksdb")]);
     assert!(violations(&fine).is_empty());
+}
+
+/// The API server knows the store's interface only: whichever backend is behind it (RocksDB or
+/// etcd), the engine is a dependency of `k1s-store` alone.
+#[test]
+fn the_api_server_reaches_the_storage_engines_only_through_the_store() {
+    let graph = workspace_graph();
+    let api = graph.get("k1s-apiserver").expect("k1s-apiserver is a workspace crate");
+    assert!(api.iter().any(|d| d == "k1s-store"), "k1s-apiserver no longer uses k1s-store: {api:?}");
+    for (engine, _) in OWNED {
+        assert!(!api.iter().any(|d| d == engine), "k1s-apiserver depends on {engine} directly");
+    }
+    let store = graph.get("k1s-store").expect("k1s-store is a workspace crate");
+    assert!(store.iter().any(|d| d == "rocksdb"), "k1s-store no longer uses rocksdb: {store:?}");
 }

@@ -18,6 +18,7 @@ pub use components::{Component, Disabled, UnknownComponent};
 
 use k1s_apiserver::TlsMaterial;
 use k1s_pki::Pki;
+pub use k1s_store::EtcdConfig;
 use k1s_store::{Store, StoreOptions};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -66,9 +67,21 @@ pub struct Config {
     pub pod_security_admission_config_file: Option<PathBuf>,
     /// Snapshot folder, schedule and retention.
     pub snapshots: snapshot::SnapshotConfig,
+    /// Where the cluster state lives: the embedded RocksDB under the data dir, or etcd.
+    pub datastore: Datastore,
     /// For tests only: leaf certificates last this long (and are renewed with a quarter of it
     /// left) instead of a year.
     pub test_cert_validity: Option<Duration>,
+}
+
+/// The store behind the API server.
+#[derive(Clone, Debug, Default)]
+pub enum Datastore {
+    /// RocksDB in `<data-dir>/server/db` (the default).
+    #[default]
+    Embedded,
+    /// An external etcd v3 cluster (`--datastore-endpoint`).
+    Etcd(k1s_store::EtcdConfig),
 }
 
 impl Config {
@@ -200,7 +213,10 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     mkdir(&server_dir)?;
     // NamespaceLifecycle admission reads the namespace on every namespaced create.
     let opts = StoreOptions { cached_prefixes: vec!["/registry/namespaces/".into()], ..StoreOptions::default() };
-    let store = Store::open(&server_dir.join("db"), opts)?;
+    let store = match &config.datastore {
+        Datastore::Embedded => Store::open(&server_dir.join("db"), opts)?,
+        Datastore::Etcd(etcd) => Store::connect_etcd(etcd, opts).await?,
+    };
 
     let mut sans = vec!["127.0.0.1".to_string(), "::1".to_string(), "localhost".to_string(), hostname()];
     sans.extend(config.tls_san.iter().cloned());
@@ -294,7 +310,12 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
 
     let api_url = format!("https://127.0.0.1:{port}");
     let mut reloadable = vec![(tls_dir.join("serving-kube-apiserver.crt"), serving)];
-    let mut components = snapshot::start(&store, &config.data_dir, &config.node_name, &config.snapshots, &cancel)?;
+    // etcd has snapshots of its own (`etcdctl snapshot save`); asked for one, the socket says so.
+    let snapshots = match config.datastore {
+        Datastore::Embedded => config.snapshots.clone(),
+        Datastore::Etcd(_) => snapshot::SnapshotConfig { schedule: None, ..config.snapshots.clone() },
+    };
+    let mut components = snapshot::start(&store, &config.data_dir, &config.node_name, &snapshots, &cancel)?;
     components.extend(
         start_components(&config, &pki, &server_dir, &identity, &api_url, &mut reloadable, cancel.clone()).await?,
     );
@@ -526,7 +547,7 @@ async fn compact_periodically(store: Store, every: Duration, cancel: Cancellatio
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(every) => {}
         }
-        if let Err(e) = store.compact(previous) {
+        if let Err(e) = store.compact(previous).await {
             tracing::warn!(error = %e, revision = previous, "compaction failed");
         }
         previous = store.current_revision();

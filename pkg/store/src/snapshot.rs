@@ -16,7 +16,8 @@
 //! backend (whose snapshots are etcd's own `snapshot save` files).
 
 use crate::codec;
-use crate::store::{open_db, Store, CF_KV, CF_LOG, CF_META, META_COMPACTED, META_REV};
+use crate::rocks::{open_db, RocksStore, CF_KV, CF_LOG, CF_META, META_COMPACTED, META_REV};
+use crate::store::Store;
 use rocksdb::WriteBatch;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -88,6 +89,10 @@ pub enum SnapshotError {
     Corrupt { path: PathBuf, message: String },
     #[error("opening the current store at {} to read its revision (is k1s server still running?): {message}", path.display())]
     CurrentStore { path: PathBuf, message: String },
+    #[error(
+        "snapshots are taken of the embedded store only; with an external etcd use etcd's own (etcdctl snapshot save)"
+    )]
+    Unsupported,
     #[error("restoring into {}: {op}: {message}", path.display())]
     Restore { op: &'static str, path: PathBuf, message: String },
 }
@@ -132,6 +137,17 @@ fn checkpoint_revision(dir: &Path) -> Result<u64, String> {
 }
 
 impl Store {
+    /// Writes a consistent snapshot of the store to `file` (which must not exist) while writes
+    /// go on; returns its manifest. Only the embedded RocksDB store has snapshots of its own.
+    pub fn save_snapshot(&self, file: &Path) -> Result<Manifest, SnapshotError> {
+        match self.rocks() {
+            Some(r) => r.save_snapshot(file),
+            None => Err(SnapshotError::Unsupported),
+        }
+    }
+}
+
+impl RocksStore {
     /// Writes a consistent snapshot of the store to `file` (which must not exist) while writes
     /// go on; returns its manifest. The file appears complete or not at all (written under a
     /// hidden temporary name, synced, then renamed).

@@ -1,9 +1,10 @@
 //! Watches: replay from the event log, then follow the live fan-out; a watcher that falls
 //! behind the fan-out catches up from the log instead of losing events.
 
-use crate::store::{KeyValue, Store, StoreError, Subscription};
+use crate::store::{KeyValue, Store, StoreError};
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
+use tokio::sync::Notify;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventKind {
@@ -24,8 +25,131 @@ pub struct Event {
 
 const LOG_PAGE: usize = 1024;
 
+/// A watcher's live feed: the backend queues the committed events under `prefix` and wakes the
+/// watcher, so a write wakes only the watchers that want it (not every watch of every resource).
+pub(crate) struct Subscription {
+    pub(crate) prefix: String,
+    pub(crate) queue: Mutex<LiveQueue>,
+    pub(crate) notify: Notify,
+}
+
+#[derive(Default)]
+pub(crate) struct LiveQueue {
+    pub(crate) events: Vec<Arc<Event>>,
+    /// More than the fan-out capacity piled up: the queue was dropped and the watcher must catch
+    /// up from the log.
+    pub(crate) lagged: bool,
+}
+
+/// The live watchers of one backend, each with the prefix it wants.
+pub(crate) struct Subscriptions {
+    subs: Mutex<Vec<Weak<Subscription>>>,
+    capacity: usize,
+}
+
+impl Subscriptions {
+    pub(crate) fn new(capacity: usize) -> Subscriptions {
+        Subscriptions { subs: Mutex::new(Vec::new()), capacity: capacity.max(16) }
+    }
+
+    /// Registers a live feed of the events under `prefix` committed from now on.
+    pub(crate) fn subscribe(&self, prefix: &str) -> Arc<Subscription> {
+        let sub = Arc::new(Subscription {
+            prefix: prefix.to_string(),
+            queue: Mutex::new(LiveQueue::default()),
+            notify: Notify::new(),
+        });
+        self.subs.lock().unwrap_or_else(|p| p.into_inner()).push(Arc::downgrade(&sub));
+        sub
+    }
+
+    /// Queues a committed batch for the watchers whose prefix it touches, and wakes them. Runs
+    /// before the batch's revision becomes current (see `Watcher::revision`).
+    pub(crate) fn fan_out(&self, events: &[Arc<Event>]) {
+        let mut subs = self.subs.lock().unwrap_or_else(|p| p.into_inner());
+        subs.retain(|w| w.strong_count() > 0);
+        for sub in subs.iter().filter_map(Weak::upgrade) {
+            let mut wanted = events.iter().filter(|ev| ev.kv.key.starts_with(sub.prefix.as_str())).peekable();
+            if wanted.peek().is_none() {
+                continue;
+            }
+            {
+                let mut q = sub.queue.lock().unwrap_or_else(|p| p.into_inner());
+                if !q.lagged {
+                    q.events.extend(wanted.cloned());
+                    if q.events.len() > self.capacity {
+                        q.events = Vec::new();
+                        q.lagged = true;
+                    }
+                }
+            }
+            sub.notify.notify_one();
+        }
+    }
+    /// Marks every live watcher as lagged and wakes it, so it reads the log again (where it
+    /// learns if what it missed was compacted away).
+    pub(crate) fn lag_all(&self) {
+        let subs = self.subs.lock().unwrap_or_else(|p| p.into_inner());
+        for sub in subs.iter().filter_map(Weak::upgrade) {
+            {
+                let mut q = sub.queue.lock().unwrap_or_else(|p| p.into_inner());
+                q.events = Vec::new();
+                q.lagged = true;
+            }
+            sub.notify.notify_one();
+        }
+    }
+}
+
 /// A stream of events under a key prefix, in revision order, without gaps.
 pub struct Watcher {
+    kind: Kind,
+}
+
+enum Kind {
+    /// Reads the backend's retained log, then follows its live fan-out.
+    Log(LogWatcher),
+    /// An etcd watch of its own (from before the etcd backend's in-memory history).
+    Etcd(crate::etcd::DirectWatcher),
+}
+
+impl Watcher {
+    pub(crate) fn new(store: Store, prefix: String, after: u64) -> Watcher {
+        Watcher { kind: Kind::Log(LogWatcher::new(store, prefix, after)) }
+    }
+
+    pub(crate) fn etcd(w: crate::etcd::DirectWatcher) -> Watcher {
+        Watcher { kind: Kind::Etcd(w) }
+    }
+
+    /// A revision this watch has fully observed: nothing at or below it remains undelivered.
+    /// Suitable for bookmarks.
+    pub fn revision(&self) -> u64 {
+        match &self.kind {
+            Kind::Log(w) => w.revision(),
+            Kind::Etcd(w) => w.revision(),
+        }
+    }
+
+    /// Next event; `Err(Compacted)` if the watcher fell behind a compaction.
+    pub async fn next(&mut self) -> Result<Arc<Event>, StoreError> {
+        match &mut self.kind {
+            Kind::Log(w) => w.next().await,
+            Kind::Etcd(w) => w.next().await,
+        }
+    }
+
+    /// The next event if one is there without waiting (`Ok(None)` otherwise): lets a consumer
+    /// take the events of one commit together.
+    pub fn try_next(&mut self) -> Result<Option<Arc<Event>>, StoreError> {
+        match &mut self.kind {
+            Kind::Log(w) => w.try_next(),
+            Kind::Etcd(w) => w.try_next(),
+        }
+    }
+}
+
+struct LogWatcher {
     store: Store,
     /// Every event under the prefix with a revision up to here was delivered or queued.
     scanned: u64,
@@ -35,16 +159,14 @@ pub struct Watcher {
     from_log: bool,
 }
 
-impl Watcher {
-    pub(crate) fn new(store: Store, prefix: String, after: u64) -> Watcher {
+impl LogWatcher {
+    fn new(store: Store, prefix: String, after: u64) -> LogWatcher {
         // Subscribe before reading the log so no event falls between the two.
         let live = store.subscribe(&prefix);
-        Watcher { store, scanned: after, live, backlog: VecDeque::new(), from_log: true }
+        LogWatcher { store, scanned: after, live, backlog: VecDeque::new(), from_log: true }
     }
 
-    /// A revision this watch has fully observed: nothing at or below it remains undelivered.
-    /// Suitable for bookmarks.
-    pub fn revision(&self) -> u64 {
+    fn revision(&self) -> u64 {
         if let Some(ev) = self.backlog.front() {
             return ev.revision - 1;
         }
@@ -63,8 +185,7 @@ impl Watcher {
         }
     }
 
-    /// Next event; `Err(Compacted)` if the watcher fell behind a compaction.
-    pub async fn next(&mut self) -> Result<Arc<Event>, StoreError> {
+    async fn next(&mut self) -> Result<Arc<Event>, StoreError> {
         loop {
             if let Some(ev) = self.try_next()? {
                 return Ok(ev);
@@ -73,9 +194,7 @@ impl Watcher {
         }
     }
 
-    /// The next event if one is there without waiting (`Ok(None)` otherwise): lets a consumer
-    /// take the events of one commit together.
-    pub fn try_next(&mut self) -> Result<Option<Arc<Event>>, StoreError> {
+    fn try_next(&mut self) -> Result<Option<Arc<Event>>, StoreError> {
         loop {
             if let Some(ev) = self.ready()? {
                 return Ok(Some(ev));

@@ -149,7 +149,7 @@ async fn watch_from_compacted_revision_is_refused() {
     for i in 0..4 {
         s.create(&format!("/r/{i}"), b("v")).await.expect("create");
     }
-    s.compact(3).expect("compact");
+    s.compact(3).await.expect("compact");
     assert!(matches!(s.watch("/r/", 2), Err(StoreError::Compacted { compacted: 3, .. })));
     assert!(s.watch("/r/", 3).is_ok());
     assert!(matches!(s.list("/r/", None, 0, Some(1)), Err(StoreError::Compacted { .. })));

@@ -2,10 +2,22 @@
 //! driven with stock kubectl (and curl for raw HTTP).
 #![allow(dead_code)]
 
+mod etcd;
+
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+/// The store the servers run on: `K1S_TEST_DATASTORE=etcd` gives each server its own etcd on
+/// loopback (kept across its restarts); anything else, the embedded RocksDB.
+fn datastore() -> Option<etcd::Etcd> {
+    match std::env::var("K1S_TEST_DATASTORE").as_deref() {
+        Ok("etcd") => Some(etcd::Etcd::start()),
+        Ok("") | Ok("rocksdb") | Err(_) => None,
+        Ok(other) => panic!("K1S_TEST_DATASTORE={other}: expected etcd or rocksdb"),
+    }
+}
 
 pub fn kubectl_bin() -> String {
     std::env::var("KUBECTL").unwrap_or_else(|_| "/usr/bin/kubectl".into())
@@ -28,6 +40,8 @@ pub struct Server {
     controllers: bool,
     /// Extra environment of the server process.
     env: Vec<(String, String)>,
+    /// The etcd the server stores in (`K1S_TEST_DATASTORE=etcd`); dropped after the server.
+    etcd: Option<etcd::Etcd>,
 }
 
 impl Server {
@@ -57,6 +71,7 @@ impl Server {
             agent: false,
             controllers: false,
             env: Vec::new(),
+            etcd: datastore(),
         };
         s.spawn();
         s
@@ -74,7 +89,16 @@ impl Server {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("config.yaml"), "").expect("config");
         std::fs::create_dir_all(dir.path().join("home")).expect("home");
-        Server { dir, child: None, port: 0, extra: Vec::new(), agent: false, controllers: false, env: Vec::new() }
+        Server {
+            dir,
+            child: None,
+            port: 0,
+            extra: Vec::new(),
+            agent: false,
+            controllers: false,
+            env: Vec::new(),
+            etcd: datastore(),
+        }
     }
 
     /// A whole node: control plane, containerd and kubelet, using the local registry's images.
@@ -84,8 +108,16 @@ impl Server {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("config.yaml"), "").expect("config");
         std::fs::create_dir_all(dir.path().join("home")).expect("home");
-        let mut s =
-            Server { dir, child: None, port: 0, extra: Vec::new(), agent: true, controllers: true, env: Vec::new() };
+        let mut s = Server {
+            dir,
+            child: None,
+            port: 0,
+            extra: Vec::new(),
+            agent: true,
+            controllers: true,
+            env: Vec::new(),
+            etcd: datastore(),
+        };
         s.spawn();
         s.wait_node_ready();
         s
@@ -117,6 +149,20 @@ impl Server {
     /// Whether the controllers run from the next (re)start on (control plane without agent).
     pub fn set_controllers(&mut self, on: bool) {
         self.controllers = on;
+    }
+
+    /// The API server alone on an etcd of its own, whatever `K1S_TEST_DATASTORE` says.
+    pub fn start_on_etcd(extra: &[&str]) -> Server {
+        let mut s = Self::start_unspawned();
+        s.etcd = Some(etcd::Etcd::start());
+        s.extra = extra.iter().map(|s| s.to_string()).collect();
+        s.spawn();
+        s
+    }
+
+    /// The client URL of the server's etcd, when it runs on one.
+    pub fn etcd_url(&self) -> Option<String> {
+        self.etcd.as_ref().map(|e| e.url.clone())
     }
 
     pub fn run_dir(&self) -> PathBuf {
@@ -165,6 +211,7 @@ impl Server {
             .arg(format!("--config={}", self.dir.path().join("config.yaml").display()))
             .arg(format!("--data-dir={}", self.data_dir().display()))
             .arg(format!("--write-kubeconfig={}", self.kubeconfig().display()))
+            .args(self.etcd.as_ref().map(|e| format!("--datastore-endpoint={}", e.url)))
             .args(&self.extra)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", std::env::var("K1S_TEST_LOG").unwrap_or_else(|_| "info".into()))
