@@ -94,10 +94,9 @@ spec:
     });
     assert!(files.len() <= 5, "{files:?}");
     let gz: Vec<&(String, u64)> = files.iter().filter(|(n, _)| n.ends_with(".gz")).collect();
-    assert!(
-        !gz.is_empty() && files.len() >= 4,
-        "31 MiB at 10 MiB a file: three rotations, older ones compressed: {files:?}"
-    );
+    // 31 MiB at 10 MiB (and a bit, written between two checks) a file: at least two
+    // rotations, the older one compressed.
+    assert!(!gz.is_empty() && files.len() >= 3, "{files:?}");
     for (name, len) in &files {
         assert!(*len <= 10 * MIB + SLACK, "{name} has {len} bytes");
         if name.ends_with(".gz") {
