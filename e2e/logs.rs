@@ -2,7 +2,8 @@
 //! kubelet rotates them (issue 20, "bounded logs"). A pod writes about 31 MiB of log; its log
 //! folder never holds more than 5 files (`--container-log-max-files`) and no plain file grows
 //! much past 10 MiB (`--container-log-max-size`); `kubectl logs --tail` still reads the end of
-//! the log, across the rotated files; deleting the pod removes its log folder.
+//! the log, across the rotated files, and `kubectl logs -f` sees every line across the
+//! rotations; deleting the pod removes its log folder.
 //!
 //! The server checks logs every 500 ms (`K1S_CONTAINER_LOG_MONITOR_INTERVAL`, instead of 10 s)
 //! and the pod paces its output (1 MiB, then a quarter second's pause), so a file cannot grow
@@ -38,6 +39,23 @@ fn in_use(dir: &Path) -> Vec<(String, u64)> {
     out
 }
 
+/// The batch and line numbers a line of the pod starts with.
+fn numbers(line: &str) -> (u32, u32) {
+    let mut f = line.split(' ');
+    let i = f.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("bad line {line:.40}"));
+    let j = f.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("bad line {line:.40}"));
+    (i, j)
+}
+
+/// Each line follows the one before it: none missing or repeated across a rotation.
+fn assert_consecutive(seq: &[(u32, u32)], what: &str) {
+    for w in seq.windows(2) {
+        let ((i, j), next) = (w[0], w[1]);
+        let expected = if j == 1023 { (i + 1, 0) } else { (i, j + 1) };
+        assert_eq!(next, expected, "{what}: lines out of order or missing across a rotation");
+    }
+}
+
 #[test]
 fn a_chatty_pod_keeps_at_most_five_log_files_of_about_ten_mib_and_its_folder_goes_with_it() {
     let s = Server::start_node_with_env(&[("K1S_CONTAINER_LOG_MONITOR_INTERVAL", "500ms")]);
@@ -63,6 +81,24 @@ spec:
         let p = s.json(&["get", "pod", "chatty"]);
         (p["status"]["phase"] == "Running").then(|| p["metadata"]["uid"].as_str().unwrap_or_default().to_string())
     });
+    // Follow from the start: the stream goes on in each new file after a rotation.
+    let mut follow =
+        s.kubectl_cmd(&["logs", "-f", "chatty"]).stdout(std::process::Stdio::piped()).spawn().expect("kubectl logs -f");
+    let followed = {
+        let stdout = follow.stdout.take().expect("stdout");
+        std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            let mut seq = Vec::new();
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if line == "END-MARKER" {
+                    return (seq, true);
+                }
+                seq.push(numbers(&line));
+            }
+            (seq, false)
+        })
+    };
     let pod_dir: PathBuf = s.dir.path().join("logs").join(format!("default_chatty_{uid}"));
     let dir = pod_dir.join("c");
 
@@ -112,21 +148,16 @@ spec:
     let lines: Vec<&str> = tail.lines().collect();
     assert_eq!(lines.len(), 15000, "15000 lines asked for");
     assert_eq!(lines.last().copied(), Some("END-MARKER"));
-    let seq: Vec<(u32, u32)> = lines[..lines.len() - 1]
-        .iter()
-        .map(|l| {
-            let mut f = l.split(' ');
-            let i = f.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("bad line {l:.40}"));
-            let j = f.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("bad line {l:.40}"));
-            (i, j)
-        })
-        .collect();
+    let seq: Vec<(u32, u32)> = lines[..lines.len() - 1].iter().map(|l| numbers(l)).collect();
     assert_eq!(seq.last().copied(), Some((29, 1023)));
-    for w in seq.windows(2) {
-        let ((i, j), next) = (w[0], w[1]);
-        let expected = if j == 1023 { (i + 1, 0) } else { (i, j + 1) };
-        assert_eq!(next, expected, "lines out of order or missing across a rotation");
-    }
+    assert_consecutive(&seq, "kubectl logs --tail=15000");
+
+    let (seq, ended) = followed.join().expect("follower");
+    let _ = follow.kill();
+    let _ = follow.wait();
+    assert!(ended, "kubectl logs -f did not see the last line; it got {} lines", seq.len());
+    assert_consecutive(&seq, "kubectl logs -f");
+    assert_eq!(seq.len(), 30 * 1024, "kubectl logs -f saw every line across the rotations");
 
     // Deleting the pod removes its log folder.
     s.ok(&["delete", "pod", "chatty", "--wait=true"]);
