@@ -121,6 +121,8 @@ fn expected_type(cmd: &clap::Command, key: &str) -> &'static str {
     let ok = |v: &str| cmd.clone().try_get_matches_from(["k1s", &format!("--{key}={v}")]).is_ok();
     if ok("any text") {
         "a string"
+    } else if ok("10Mi") {
+        "a quantity (e.g. 10Mi)"
     } else if ok("1") {
         "a number"
     } else if ok("127.0.0.1") {
@@ -272,6 +274,12 @@ mod tests {
         assert!(err.ends_with("expected a list of strings, got a map in it"), "{err}");
         let err = Files::new("cluster-dns: 10.43.0.x\n").args().expect_err("ip").to_string();
         assert!(err.contains("expected an IP address"), "{err}");
+        let err = Files::new("container-log-max-size: true\n").args().expect_err("bool").to_string();
+        assert!(err.ends_with("expected a quantity (e.g. 10Mi), got the boolean true"), "{err}");
+        let err = Files::new("container-log-max-size: lots\n").args().expect_err("text").to_string();
+        assert!(err.contains("key \"container-log-max-size\": expected a quantity (e.g. 10Mi)"), "{err}");
+        let ok = Files::new("container-log-max-size: 20Mi\ncontainer-log-max-files: 3\n").args().expect("valid");
+        assert_eq!(ok, ["--container-log-max-size=20Mi", "--container-log-max-files=3"]);
         let err = Files::new("tls-san+: [a]\n").args();
         assert!(err.is_ok(), "appending to nothing starts the list: {err:?}");
     }

@@ -109,6 +109,21 @@ struct ServerArgs {
     /// (agent/node) Directory of container logs.
     #[arg(long, env = "K1S_POD_LOG_DIR", default_value = "/var/log/pods", hide = true)]
     pod_log_dir: PathBuf,
+    /// (agent/node) Rotate a container's log file once it reaches this size (a quantity such as
+    /// 10Mi; negative: never rotate).
+    #[arg(long, env = "K1S_CONTAINER_LOG_MAX_SIZE", default_value = "10Mi", allow_hyphen_values = true, value_parser = parse_log_max_size)]
+    container_log_max_size: String,
+    /// (agent/node) Most log files (the current one and rotated ones) kept per container; at
+    /// least 2.
+    #[arg(long, env = "K1S_CONTAINER_LOG_MAX_FILES", default_value_t = 5)]
+    container_log_max_files: usize,
+    /// (agent/node) How many containers' logs are checked for rotation at once.
+    #[arg(long, env = "K1S_CONTAINER_LOG_MAX_WORKERS", default_value_t = 1)]
+    container_log_max_workers: usize,
+    /// (agent/node) How often container logs are checked for rotation (upstream's minimum is
+    /// 3s; shorter intervals, down to 100ms, are meant for tests).
+    #[arg(long, env = "K1S_CONTAINER_LOG_MONITOR_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
+    container_log_monitor_interval: Duration,
     /// (agent/node) The kubelet's HTTPS port; 0 picks a free one.
     #[arg(long, env = "K1S_KUBELET_PORT", default_value_t = 10250, hide = true)]
     kubelet_port: u16,
@@ -194,6 +209,12 @@ fn parse_cli() -> Result<Cli> {
     Cli::try_parse_from(&merged).map_err(|e| anyhow::anyhow!("config file {}: {e}", config.display()))
 }
 
+/// `--container-log-max-size`: a quantity (checked here so that a config file's bad value is
+/// reported with its key).
+fn parse_log_max_size(s: &str) -> std::result::Result<String, String> {
+    k1s_server::parse_container_log_max_size(s).map(|_| s.to_string()).map_err(|e| e.to_string())
+}
+
 fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
     let mode = u32::from_str_radix(a.write_kubeconfig_mode.trim_start_matches("0o"), 8)
         .with_context(|| format!("--write-kubeconfig-mode {:?} is not an octal file mode", a.write_kubeconfig_mode))?;
@@ -234,6 +255,20 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
             })
         }
     };
+    let container_logs = k1s_server::ContainerLogRotation::new(
+        &a.container_log_max_size,
+        a.container_log_max_files,
+        a.container_log_max_workers,
+        a.container_log_monitor_interval,
+    )
+    .map_err(|e| match e {
+        k1s_server::ContainerLogPolicyError::MaxSize { .. } => anyhow::anyhow!("--container-log-max-size: {e}"),
+        k1s_server::ContainerLogPolicyError::MaxFiles(_) => anyhow::anyhow!("--container-log-max-files: {e}"),
+        k1s_server::ContainerLogPolicyError::Workers(_) => anyhow::anyhow!("--container-log-max-workers: {e}"),
+        k1s_server::ContainerLogPolicyError::MonitorInterval(_) => {
+            anyhow::anyhow!("--container-log-monitor-interval: {e}")
+        }
+    })?;
     Ok(k1s_server::Config {
         data_dir: a.data_dir,
         write_kubeconfig: a.write_kubeconfig,
@@ -258,6 +293,7 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
         registries_config: a.registries_config,
         run_dir: a.run_dir,
         pod_log_dir: a.pod_log_dir,
+        container_logs,
         kubelet_port: a.kubelet_port,
         dns_upstreams: if a.cluster_dns_upstream.is_empty() {
             None
@@ -362,5 +398,37 @@ mod tests {
         assert_eq!(cfg.disable.controllers(), vec!["cronjob".to_owned()]);
         let err = args("--disable=traefik").expect_err("unknown name").to_string();
         assert!(err.starts_with("--disable: unknown component \"traefik\""), "{err}");
+    }
+
+    #[test]
+    fn container_log_rotation_flags_default_to_upstreams_and_are_checked() {
+        let args = |flags: &[&str]| {
+            let argv = ["k1s", "server"].iter().chain(flags).copied();
+            let cli = Cli::try_parse_from(argv).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let Command::Server(a) = cli.command else { panic!("not server") };
+            server_config(*a)
+        };
+        let cfg = args(&[]).expect("defaults");
+        assert_eq!(cfg.container_logs, k1s_server::ContainerLogRotation::default());
+        assert_eq!(cfg.container_logs.max_size, Some(10 * 1024 * 1024));
+        assert_eq!(cfg.container_logs.max_files, 5);
+        assert_eq!(cfg.container_logs.monitor_interval, std::time::Duration::from_secs(10));
+        let cfg = args(&["--container-log-max-size", "-1"]).expect("negative size");
+        assert_eq!(cfg.container_logs.max_size, None, "a negative size turns rotation off");
+        let cfg = args(&[
+            "--container-log-max-size=1Gi",
+            "--container-log-max-files=2",
+            "--container-log-monitor-interval=500ms",
+        ])
+        .expect("valid");
+        assert_eq!(cfg.container_logs.max_size, Some(1 << 30));
+        assert_eq!(cfg.container_logs.max_files, 2);
+        assert_eq!(cfg.container_logs.monitor_interval, std::time::Duration::from_millis(500));
+        let err = args(&["--container-log-max-files=1"]).expect_err("one file").to_string();
+        assert!(err.starts_with("--container-log-max-files: invalid container log max files 1"), "{err}");
+        let err = args(&["--container-log-max-size=lots"]).expect_err("not a quantity").to_string();
+        assert!(err.contains("invalid container log max size \"lots\""), "{err}");
+        let err = args(&["--container-log-monitor-interval=10ms"]).expect_err("too short").to_string();
+        assert!(err.starts_with("--container-log-monitor-interval: "), "{err}");
     }
 }

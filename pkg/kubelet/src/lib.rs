@@ -39,6 +39,8 @@ pub struct Config {
     pub storage_dir: PathBuf,
     /// Where container logs are written (`/var/log/pods`).
     pub pod_log_dir: PathBuf,
+    /// When container logs are rotated (`--container-log-max-size`, `--container-log-max-files`).
+    pub log_rotation: logs::rotation::RotationPolicy,
     pub cluster_dns: Vec<IpAddr>,
     pub cluster_domain: String,
     pub max_pods: u32,
@@ -160,8 +162,13 @@ pub async fn run(
     node::register(&shared, &host).await?;
     let heartbeat = tokio::spawn(node::heartbeat(shared.clone(), host));
     tokio::spawn(local_path::run(shared.clone()));
+    let rotation = logs::rotation::LogRotator::new(shared.runtime.clone(), &shared.config.log_rotation)
+        .map(|r| tokio::spawn(r.run(cancel.clone())));
     pods::run(shared.clone()).await;
     let _ = heartbeat.await;
+    if let Some(r) = rotation {
+        let _ = r.await;
+    }
     let _ = srv.task.await;
     Ok(())
 }

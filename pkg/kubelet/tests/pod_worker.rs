@@ -77,6 +77,7 @@ impl Node {
             root_dir: root.clone(),
             storage_dir: self.dir.path().join("storage"),
             pod_log_dir: self.dir.path().join("pod-logs"),
+            log_rotation: Default::default(),
             cluster_dns: vec!["10.43.0.10".parse().expect("ip")],
             cluster_domain: "cluster.local".into(),
             max_pods: 110,

@@ -99,6 +99,7 @@ pub async fn start(
         root_dir: kubelet_root,
         storage_dir: config.data_dir.join("storage"),
         pod_log_dir: config.pod_log_dir.clone(),
+        log_rotation: config.container_logs.clone(),
         cluster_dns: vec![config.cluster_dns],
         cluster_domain: config.cluster_domain.clone(),
         max_pods: 110,

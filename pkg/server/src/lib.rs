@@ -15,6 +15,10 @@ pub mod snapshot;
 pub mod systemd;
 
 pub use components::{Component, Disabled, UnknownComponent};
+pub use k1s_kubelet::logs::rotation::{
+    parse_max_size as parse_container_log_max_size, PolicyError as ContainerLogPolicyError,
+    RotationPolicy as ContainerLogRotation,
+};
 
 use k1s_apiserver::TlsMaterial;
 use k1s_pki::Pki;
@@ -55,6 +59,8 @@ pub struct Config {
     pub run_dir: PathBuf,
     /// Container logs: `/var/log/pods`.
     pub pod_log_dir: PathBuf,
+    /// When the kubelet rotates container logs.
+    pub container_logs: ContainerLogRotation,
     /// The kubelet's HTTPS port (logs/exec/port-forward); 0 picks one.
     pub kubelet_port: u16,
     /// Resolvers cluster DNS forwards other names to; `None` = the host's /etc/resolv.conf.

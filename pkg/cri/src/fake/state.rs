@@ -481,15 +481,23 @@ impl State {
         Ok(UpdateContainerResourcesResponse {})
     }
 
+    /// Like containerd, opens the log file again at its path, creating it when it was renamed
+    /// away (rotated) or removed; a log path in a missing folder is an error.
     pub fn reopen_container_log(&self, req: ReopenContainerLogRequest) -> CriResult<ReopenContainerLogResponse> {
         let op = CriOp::ReopenContainerLog;
-        self.running_container(op, &req.container_id).map_err(|err| {
+        let container = self.running_container(op, &req.container_id).map_err(|err| {
             if err.is_not_found() {
                 err
             } else {
                 CriError::rpc(op, Code::Unknown, "container is not running")
             }
         })?;
+        let log_path = &container.status.log_path;
+        if !log_path.is_empty() {
+            std::fs::OpenOptions::new().create(true).append(true).open(log_path).map_err(|e| {
+                CriError::rpc(op, Code::Unknown, format!("failed to create and open log file {log_path:?}: {e}"))
+            })?;
+        }
         Ok(ReopenContainerLogResponse {})
     }
 

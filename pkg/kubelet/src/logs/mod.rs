@@ -3,18 +3,24 @@
 //! upstream's options (`tailLines`, `sinceSeconds`/`sinceTime`, `timestamps`, `limitBytes`,
 //! `follow`). Fragments of a long line (`P` records) are joined into the line they belong to.
 //!
+//! Rotated files (see [`rotation`]: `<log>.<time>` and `<log>.<time>.gz` next to the log) hold
+//! the earlier part of the same log: the whole log is read from the oldest of them on, and
+//! `tailLines` reaches back into them (newest first) when the current file has fewer lines.
+//!
 //! Following works like `tail -F`: the reader waits at the end of the file, notices when the
-//! file at the path is replaced (rotation) or truncated and starts over on the new one, and
-//! stops once the container is no longer running and everything it wrote has been sent.
+//! file at the path is replaced (rotation) or truncated and starts over on the new one (after
+//! reading what was still written to the old one), and stops once the container is no longer
+//! running and everything it wrote has been sent.
 
 pub mod format;
+pub mod rotation;
 pub mod tail;
 
 use bytes::{Bytes, BytesMut};
 use format::Record;
 use jiff::Timestamp;
 use std::future::Future;
-use std::io::SeekFrom;
+use std::io::{BufRead as _, Seek as _, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -23,6 +29,9 @@ use tokio::io::{AsyncBufReadExt, AsyncSeekExt, BufReader};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+/// How long `open` waits for a log file that is missing, as it is for a moment while the file
+/// is rotated (between the rename and the runtime's reopen).
+const REOPEN_WAIT: Duration = Duration::from_millis(500);
 /// How often a follower looks for new data at the end of the file.
 const FOLLOW_POLL: Duration = Duration::from_millis(100);
 /// How often a follower asks whether the container still runs (upstream's force-check period).
@@ -117,13 +126,31 @@ pub trait RunningProbe: Send + Sync {
     fn running(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
 }
 
-/// An opened log file, positioned where the requested output starts.
+/// An opened log, positioned where the requested output starts: the rotated files still to
+/// read, then the current file.
 pub struct LogReader {
     path: PathBuf,
+    earlier: Vec<Segment>,
     file: tokio::fs::File,
     identity: (u64, u64),
     position: u64,
     opts: LogOptions,
+}
+
+/// A rotated file read before the current one, opened when the reader was (a later rotation
+/// may rename, compress or delete it meanwhile).
+struct Segment {
+    path: PathBuf,
+    file: std::fs::File,
+    start: SegmentStart,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SegmentStart {
+    /// At this byte offset (a plain file).
+    Offset(u64),
+    /// After this many logical lines (a compressed file, read from its start).
+    AfterLines(u64),
 }
 
 async fn open_at_start(path: &Path) -> Result<(tokio::fs::File, (u64, u64)), LogError> {
@@ -133,45 +160,197 @@ async fn open_at_start(path: &Path) -> Result<(tokio::fs::File, (u64, u64)), Log
     Ok((file, (meta.dev(), meta.ino())))
 }
 
-impl LogReader {
-    /// Opens `path` (following symlinks) and seeks to the start of the last `tailLines` lines.
-    pub async fn open(path: &Path, opts: LogOptions) -> Result<LogReader, LogError> {
-        let path = tokio::fs::canonicalize(path)
-            .await
-            .map_err(|source| LogError::Open { path: path.to_path_buf(), source })?;
-        let (file, identity) = open_at_start(&path).await?;
-        let mut position = 0;
-        if let Some(n) = opts.tail_lines {
-            let std_file = file.try_clone().await.map_err(|source| LogError::Open { path: path.clone(), source })?;
-            let std_file = std_file.into_std().await;
-            let tail_path = path.clone();
-            position = tokio::task::spawn_blocking(move || {
-                let len = std_file.metadata()?.len();
-                tail::start_of_last_lines(&std_file, len, n)
-            })
-            .await
-            .map_err(|e| LogError::Tail { path: tail_path.clone(), lines: n, source: std::io::Error::other(e) })?
-            .map_err(|source| LogError::Tail { path: tail_path, lines: n, source })?;
+/// Resolves `path` (following symlinks), waiting a moment for a file being rotated.
+async fn resolve(path: &Path) -> Result<PathBuf, LogError> {
+    let deadline = Instant::now() + REOPEN_WAIT;
+    loop {
+        match tokio::fs::canonicalize(path).await {
+            Ok(p) => return Ok(p),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            Err(source) => return Err(LogError::Open { path: path.to_path_buf(), source }),
         }
-        let mut reader = LogReader { path, file, identity, position, opts };
+    }
+}
+
+/// Opens the rotated files of `log` in use, oldest first. One compressed since it was listed is
+/// opened under its new name; one gone is skipped.
+fn open_rotated(log: &Path) -> Vec<(PathBuf, std::fs::File, bool)> {
+    let files = match rotation::rotated_files(log) {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::debug!(path = %log.display(), error = %e, "listing rotated log files");
+            return Vec::new();
+        }
+    };
+    let (in_use, _) = rotation::split_in_use(files);
+    let mut out = Vec::new();
+    for p in in_use {
+        let compressed = p.as_os_str().as_encoded_bytes().ends_with(rotation::GZ_SUFFIX.as_bytes());
+        match std::fs::File::open(&p) {
+            Ok(f) => out.push((p, f, compressed)),
+            Err(_) if !compressed => {
+                let mut gz = p.into_os_string();
+                gz.push(rotation::GZ_SUFFIX);
+                let gz = PathBuf::from(gz);
+                if let Ok(f) = std::fs::File::open(&gz) {
+                    out.push((gz, f, true));
+                }
+            }
+            Err(_) => {}
+        }
+    }
+    out
+}
+
+/// Where the output starts in the current file (`current` of length `len`) and in each rotated
+/// file (oldest first); the rotated files not needed for the last `tail` lines are left out.
+fn plan(
+    current: &std::fs::File,
+    len: u64,
+    rotated: Vec<(PathBuf, std::fs::File, bool)>,
+    tail: Option<u64>,
+) -> std::io::Result<(u64, Vec<Segment>)> {
+    let Some(n) = tail else {
+        let earlier = rotated
+            .into_iter()
+            .map(|(path, file, compressed)| {
+                let start = if compressed { SegmentStart::AfterLines(0) } else { SegmentStart::Offset(0) };
+                Segment { path, file, start }
+            })
+            .collect();
+        return Ok((0, earlier));
+    };
+    let found = tail::last_lines(current, len, n, false)?;
+    let mut need = n - found.lines;
+    // Fragments at the end of an older file begin a line a newer file ends (and counted).
+    let mut continued = len > 0;
+    // The output starts at the newer file's first byte: its first line may have begun in
+    // the older file, whose trailing fragments then belong to the output too.
+    let mut at_start = len > 0 && found.offset == 0;
+    let mut earlier = Vec::new();
+    for (path, mut file, compressed) in rotated.into_iter().rev() {
+        if need == 0 && !at_start {
+            break;
+        }
+        let fragments_only = need == 0;
+        let (start, lines, nonempty, empty_output) = if compressed {
+            let (total, ends_in_fragment) = {
+                let mut r = std::io::BufReader::new(flate2::read::GzDecoder::new(&file));
+                tail::count_lines(&mut r, continued)?
+            };
+            file.seek(SeekFrom::Start(0))?;
+            let skip = total.saturating_sub(need);
+            let empty = skip == total && !(continued && ends_in_fragment);
+            (SegmentStart::AfterLines(skip), total - skip, total > 0 || ends_in_fragment, empty)
+        } else {
+            let flen = file.metadata()?.len();
+            let t = tail::last_lines(&file, flen, need, continued)?;
+            (SegmentStart::Offset(t.offset), t.lines, flen > 0, t.offset >= flen)
+        };
+        if !empty_output {
+            at_start = match start {
+                SegmentStart::Offset(o) => o == 0,
+                SegmentStart::AfterLines(k) => k == 0,
+            };
+            earlier.push(Segment { path, file, start });
+        }
+        if fragments_only {
+            break;
+        }
+        need -= lines.min(need);
+        continued |= nonempty;
+    }
+    earlier.reverse();
+    Ok((found.offset, earlier))
+}
+
+/// Sends a rotated file's records from its start point in chunks of whole records; ends early
+/// when the receiver is gone.
+fn read_segment(seg: Segment, tx: mpsc::Sender<Vec<u8>>) -> std::io::Result<()> {
+    let Segment { mut file, start, .. } = seg;
+    let mut reader: Box<dyn std::io::BufRead> = match start {
+        SegmentStart::Offset(o) => {
+            file.seek(SeekFrom::Start(o))?;
+            Box::new(std::io::BufReader::with_capacity(CHUNK, file))
+        }
+        SegmentStart::AfterLines(k) => {
+            let mut r = std::io::BufReader::with_capacity(CHUNK, flate2::read::GzDecoder::new(file));
+            tail::skip_lines(&mut r, k)?;
+            Box::new(r)
+        }
+    };
+    loop {
+        let mut chunk = Vec::with_capacity(CHUNK + 256);
+        while chunk.len() < CHUNK {
+            if reader.read_until(b'\n', &mut chunk)? == 0 {
+                break;
+            }
+        }
+        if chunk.is_empty() || tx.blocking_send(chunk).is_err() {
+            return Ok(());
+        }
+    }
+}
+
+impl LogReader {
+    /// Opens `path` (following symlinks) and its rotated files, and finds where the output
+    /// starts: the oldest rotated file, or the start of the last `tailLines` lines.
+    pub async fn open(path: &Path, opts: LogOptions) -> Result<LogReader, LogError> {
+        let path = resolve(path).await?;
+        let (file, identity) = open_at_start(&path).await?;
+        let std_file = file.try_clone().await.map_err(|source| LogError::Open { path: path.clone(), source })?;
+        let std_file = std_file.into_std().await;
+        let (plan_path, tail) = (path.clone(), opts.tail_lines);
+        let (position, earlier) = tokio::task::spawn_blocking(move || {
+            let len = std_file.metadata()?.len();
+            let rotated = open_rotated(&plan_path);
+            plan(&std_file, len, rotated, tail)
+        })
+        .await
+        .map_err(|e| LogError::Tail { path: path.clone(), lines: tail.unwrap_or(0), source: std::io::Error::other(e) })?
+        .map_err(|source| LogError::Tail { path: path.clone(), lines: tail.unwrap_or(0), source })?;
+        let mut reader = LogReader { path, earlier, file, identity, position, opts };
         reader
             .file
             .seek(SeekFrom::Start(position))
             .await
             .map_err(|source| LogError::Read { path: reader.path.clone(), source })?;
-        reader.position = position;
         Ok(reader)
     }
 
     /// Sends the log to `out` in chunks. Returns when the output is complete (end of file, or
     /// with `follow` once the container stopped), the byte limit is reached, or `out` closes.
     pub async fn stream(self, probe: &dyn RunningProbe, out: mpsc::Sender<Bytes>) -> Result<(), LogError> {
-        let LogReader { path, file, mut identity, mut position, opts } = self;
+        let LogReader { path, earlier, file, mut identity, mut position, opts } = self;
         let read_err = |source| LogError::Read { path: path.clone(), source };
         let mut writer = Writer::new(&opts, out);
+        for seg in earlier {
+            let seg_path = seg.path.clone();
+            let (tx, mut rx) = mpsc::channel::<Vec<u8>>(2);
+            let task = tokio::task::spawn_blocking(move || read_segment(seg, tx));
+            while let Some(chunk) = rx.recv().await {
+                for raw in chunk.split_inclusive(|b| *b == b'\n') {
+                    if writer.record(&seg_path, raw) == Flow::Done {
+                        writer.flush().await;
+                        return Ok(());
+                    }
+                }
+                if writer.buf.len() >= CHUNK && !writer.flush().await {
+                    return Ok(());
+                }
+            }
+            task.await
+                .map_err(|e| LogError::Read { path: seg_path.clone(), source: std::io::Error::other(e) })?
+                .map_err(|source| LogError::Read { path: seg_path, source })?;
+        }
         let mut reader = BufReader::with_capacity(CHUNK, file);
         let mut raw = Vec::new();
         let mut stop_at_eof = false;
+        // The file at the path was replaced and the old one has been read to its end once
+        // more since (the runtime may still have written to it while reopening).
+        let mut drained = false;
         let mut last_check: Option<Instant> = None;
         loop {
             let n = reader.read_until(b'\n', &mut raw).await.map_err(read_err)?;
@@ -201,6 +380,10 @@ impl LogReader {
             }
             if let Some(reopened) = replaced(&path, identity, position).await {
                 match reopened {
+                    Reopen::Replaced if !drained => {
+                        drained = true;
+                        continue;
+                    }
                     Reopen::Replaced => match open_at_start(&path).await {
                         Ok((f, id)) => {
                             tracing::debug!(path = %path.display(), "log file replaced, following the new one");
@@ -211,6 +394,7 @@ impl LogReader {
                             reader = BufReader::with_capacity(CHUNK, f);
                             identity = id;
                             position = 0;
+                            drained = false;
                             continue;
                         }
                         Err(e) => tracing::debug!(error = %e, "reopening a replaced log file"),

@@ -6,7 +6,7 @@
 
 use super::format::is_partial;
 use std::fs::File;
-use std::io;
+use std::io::{self, BufRead};
 use std::os::unix::fs::FileExt;
 
 const BLOCK: u64 = 64 * 1024;
@@ -15,11 +15,30 @@ const HEAD: usize = 128;
 
 /// Byte offset at which the last `n` logical lines of `file` (of length `len`) start.
 pub fn start_of_last_lines(file: &File, len: u64, n: u64) -> io::Result<u64> {
-    if n == 0 {
-        return Ok(len);
+    Ok(last_lines(file, len, n, false)?.offset)
+}
+
+/// Where the last lines of one file start, and how many there are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TailStart {
+    /// Byte offset of the first of those lines.
+    pub offset: u64,
+    /// How many lines start there: `n`, or fewer when the file holds fewer.
+    pub lines: u64,
+}
+
+/// Like [`start_of_last_lines`], also counting the lines found. With `continued`, fragments at
+/// the end of the file are the start of a line that a newer file (the next one after a
+/// rotation) ends and has already counted: they belong to the output but are not counted again.
+///
+/// With `n == 0` and `continued`, the answer is where those trailing fragments start (the
+/// file's length when it ends with a full record).
+pub fn last_lines(file: &File, len: u64, n: u64, continued: bool) -> io::Result<TailStart> {
+    if n == 0 && !continued {
+        return Ok(TailStart { offset: len, lines: 0 });
     }
     let mut fulls_after = 0u64; // F records seen so far, walking backwards
-    let mut trailing_partial: Option<bool> = None;
+    let mut trailing_partial: Option<bool> = continued.then_some(false);
     // Raw lines end just before `line_end` (exclusive, past the `\n`); a raw line starts one
     // byte after the previous `\n`.
     let mut line_end = len;
@@ -39,15 +58,15 @@ pub fn start_of_last_lines(file: &File, len: u64, n: u64) -> io::Result<u64> {
             }
             let start = from + i as u64 + 1;
             if let Some(offset) = visit(file, start, line_end, &mut fulls_after, &mut trailing_partial, n)? {
-                return Ok(offset);
+                return Ok(TailStart { offset, lines: n });
             }
             line_end = start;
         }
         scan_to = from;
     }
     match visit(file, 0, line_end, &mut fulls_after, &mut trailing_partial, n)? {
-        Some(offset) => Ok(offset),
-        None => Ok(0),
+        Some(offset) => Ok(TailStart { offset, lines: n }),
+        None => Ok(TailStart { offset: 0, lines: fulls_after + u64::from(trailing_partial.unwrap_or(false)) }),
     }
 }
 
@@ -77,6 +96,44 @@ fn visit(
         *fulls_after += 1;
     }
     Ok(None)
+}
+
+/// Counts the logical lines of a log read from the start (a compressed rotated file, which
+/// cannot be read backwards): the full records, plus one for fragments at the end unless
+/// `continued` (see [`last_lines`]); and whether it ends with fragments.
+pub fn count_lines(reader: &mut impl BufRead, continued: bool) -> io::Result<(u64, bool)> {
+    let mut fulls = 0u64;
+    let mut trailing = false;
+    let mut raw = Vec::new();
+    loop {
+        raw.clear();
+        if reader.read_until(b'\n', &mut raw)? == 0 {
+            break;
+        }
+        let partial = is_partial(&raw[..raw.len().min(HEAD)]);
+        if !partial {
+            fulls += 1;
+        }
+        trailing = partial;
+    }
+    Ok((fulls + u64::from(trailing && !continued), trailing))
+}
+
+/// Reads past the first `lines` logical lines of a log read from the start: after it, the
+/// reader is at the start of line `lines + 1` (the counterpart of [`count_lines`]).
+pub fn skip_lines(reader: &mut impl BufRead, lines: u64) -> io::Result<()> {
+    let mut ended = 0u64;
+    let mut raw = Vec::new();
+    while ended < lines {
+        raw.clear();
+        if reader.read_until(b'\n', &mut raw)? == 0 {
+            break;
+        }
+        if !is_partial(&raw[..raw.len().min(HEAD)]) {
+            ended += 1;
+        }
+    }
+    Ok(())
 }
 
 fn read_byte(file: &File, at: u64) -> io::Result<u8> {
@@ -133,6 +190,40 @@ mod tests {
     fn an_unterminated_last_record_is_a_line() {
         let log = format!("{T} stdout F a\n{T} stdout F b");
         assert_eq!(tail(&log, 1), format!("{T} stdout F b"));
+    }
+
+    #[test]
+    fn fragments_ending_a_rotated_file_are_not_counted_again() {
+        let log = format!("{T} stdout F a\n{T} stdout F b\n{T} stdout P c1\n");
+        let (f, len) = file_with(&log);
+        let at = |n, continued| last_lines(f.as_file(), len, n, continued).expect("tail");
+        assert_eq!(
+            at(1, false),
+            TailStart { offset: log.find("2026-11-29T21:00:00Z stdout P").expect("P") as u64, lines: 1 }
+        );
+        let b = log.find("2026-11-29T21:00:00Z stdout F b").expect("b") as u64;
+        assert_eq!(at(1, true), TailStart { offset: b, lines: 1 }, "the fragment goes with the newer file's line");
+        assert_eq!(at(9, true), TailStart { offset: 0, lines: 2 });
+        let p = log.find("2026-11-29T21:00:00Z stdout P").expect("P") as u64;
+        assert_eq!(at(0, true), TailStart { offset: p, lines: 0 }, "only the fragments");
+        assert_eq!(at(0, false), TailStart { offset: len, lines: 0 });
+    }
+
+    #[test]
+    fn counting_and_skipping_from_the_start_match_tail() {
+        let log = format!("{T} stdout P a1\n{T} stdout F a2\n{T} stdout F b\n{T} stdout P c1\n");
+        let count = |continued| count_lines(&mut log.as_bytes(), continued).expect("count");
+        assert_eq!(count(false), (3, true));
+        assert_eq!(count(true), (2, true));
+        let rest = |k| {
+            let mut r = log.as_bytes();
+            skip_lines(&mut r, k).expect("skip");
+            String::from_utf8(r.to_vec()).expect("utf8")
+        };
+        assert_eq!(rest(0), log);
+        assert_eq!(rest(1), format!("{T} stdout F b\n{T} stdout P c1\n"));
+        assert_eq!(rest(2), format!("{T} stdout P c1\n"));
+        assert_eq!(rest(5), "");
     }
 
     #[test]

@@ -387,6 +387,7 @@ mod tests {
             root_dir: "/tmp/k".into(),
             storage_dir: "/tmp/s".into(),
             pod_log_dir: "/tmp/l".into(),
+            log_rotation: Default::default(),
             cluster_dns: vec!["10.43.0.10".parse().expect("ip")],
             cluster_domain: "cluster.local".into(),
             max_pods: 110,

@@ -65,6 +65,7 @@ impl Harness {
             root_dir: dir.path().join("kubelet"),
             storage_dir: dir.path().join("storage"),
             pod_log_dir: dir.path().join("pods-logs"),
+            log_rotation: Default::default(),
             cluster_dns: vec!["10.43.0.10".parse().expect("ip")],
             cluster_domain: "cluster.local".into(),
             max_pods: 110,
