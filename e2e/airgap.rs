@@ -8,7 +8,7 @@
 mod common;
 
 use common::{eventually, Server};
-use k1s_cri::v1::ListImagesRequest;
+use k1s_cri::v1::{ImageSpec, ImageStatusRequest, ListImagesRequest};
 use k1s_cri::ImageService as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -111,6 +111,21 @@ fn cri_images(s: &Server) -> Vec<String> {
     })
 }
 
+/// CRI ImageStatus of `image`: its id and size when containerd's CRI knows it.
+fn cri_image_status(s: &Server, image: &str) -> Option<(String, u64)> {
+    let endpoint = format!("unix://{}", s.containerd_socket().display());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let cri = k1s_cri::RemoteRuntime::connect(&endpoint).await.expect("connect to CRI");
+        let req = ImageStatusRequest {
+            image: Some(ImageSpec { image: image.to_string(), ..Default::default() }),
+            verbose: false,
+        };
+        let status = cri.image_status(req).await.expect("ImageStatus");
+        status.image.map(|i| (i.id, i.size))
+    })
+}
+
 /// Flips one byte in the middle of the largest file of a plain tar (a layer).
 fn corrupt_largest_entry(path: &Path) {
     let mut data = std::fs::read(path).expect("read archive");
@@ -168,6 +183,11 @@ fn archives_in_the_images_folder_run_pods_without_a_registry_and_corrupt_ones_im
         std::fs::copy(&archive, images.join("airgap.tar.zst")).expect("copy archive");
     });
     assert!(cri_images(&s).contains(&image), "imported at start: {:?}", cri_images(&s));
+    let (id, size) = cri_image_status(&s, &image).expect("CRI ImageStatus knows the imported image");
+    assert!(id.starts_with("sha256:") && size > 0, "{id} {size}");
+    if let Some(line) = s.logs().lines().find(|l| l.contains("imported image archive")) {
+        eprintln!("import at start: {line}");
+    }
     s.ok_stdin(&["apply", "-f", "-"], &POD.replace("IMAGE", &image));
     s.ok(&["wait", "--for=condition=Ready", "pod/airgapped", "--timeout=120s"]);
 
@@ -180,7 +200,8 @@ fn archives_in_the_images_folder_run_pods_without_a_registry_and_corrupt_ones_im
 
     // A restart does not import unchanged files again.
     let imports = |logs: &str| logs.lines().filter(|l| l.contains("imported image archive")).count();
-    assert_eq!(imports(&s.logs()), 2, "{}", common::tail(&s.logs(), 40));
+    // CRI sees the image once ctr has created it, a moment before ctr returns and k1s logs it.
+    eventually(Duration::from_secs(30), "the import to be logged", || (imports(&s.logs()) == 2).then_some(()));
     s.restart();
     s.wait_node_ready();
     assert_eq!(imports(&s.logs()), 2, "nothing imported again after the restart");
