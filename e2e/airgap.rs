@@ -230,4 +230,21 @@ fn archives_in_the_images_folder_run_pods_without_a_registry_and_corrupt_ones_im
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains(&late));
+
+    // A docker-archive (docker save's format, here written by skopeo), gzip-compressed.
+    let dock = "127.0.0.1:5000/airgap/dock:1";
+    let dock_tar = work.path().join("dock.tar");
+    let out = Command::new("skopeo")
+        .args(["copy", "--src-tls-verify=false", "docker://127.0.0.1:5000/busybox:1.36"])
+        .arg(format!("docker-archive:{}:{dock}", dock_tar.display()))
+        .output()
+        .expect("skopeo");
+    assert!(out.status.success(), "skopeo docker-archive: {}", String::from_utf8_lossy(&out.stderr));
+    let gz = Command::new("gzip").arg(&dock_tar).status().expect("gzip");
+    assert!(gz.success());
+    let dock_gz = work.path().join("dock.tar.gz");
+    let o =
+        k1s(&["images", "import", &format!("--data-dir={}", s.data_dir().display()), &dock_gz.display().to_string()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(cri_images(&s).iter().any(|i| i == dock), "{:?}", cri_images(&s));
 }
