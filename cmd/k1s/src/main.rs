@@ -4,6 +4,7 @@
 mod certificate;
 mod check;
 mod config_file;
+mod images;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, CommandFactory as _, Parser, Subcommand};
@@ -48,6 +49,8 @@ enum Command {
     Certificate(certificate::CertificateArgs),
     /// Save, list and delete snapshots of the store.
     Snapshot(snapshot::SnapshotArgs),
+    /// Import image archives into the node's containerd, or save images from registries into one.
+    Images(images::ImagesArgs),
 }
 
 #[derive(Args, Debug)]
@@ -334,6 +337,7 @@ fn main() -> Result<()> {
         Command::Check(args) => check::run(*args),
         Command::Certificate(args) => certificate::run(args),
         Command::Snapshot(args) => snapshot::run(args),
+        Command::Images(args) => images::run(args),
         Command::Server(args) => {
             if let Some(file) = &args.cluster_reset_restore_path {
                 if args.datastore_endpoint.is_some() {

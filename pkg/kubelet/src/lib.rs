@@ -8,6 +8,9 @@
 pub mod cni;
 pub mod containerd;
 pub mod host;
+pub mod image_archive;
+pub mod image_import;
+pub mod image_save;
 pub mod images;
 pub mod local_path;
 pub mod logs;

@@ -126,6 +126,16 @@ pub struct ImageCredentials {
     pub auth: RegistryAuth,
 }
 
+/// One place to pull images from (see [`Registries::pull_endpoints`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PullEndpoint {
+    /// `host[:port]`.
+    pub host: String,
+    pub plain_http: bool,
+    pub auth: Option<RegistryAuth>,
+    pub tls: Option<RegistryTls>,
+}
+
 fn null_as_default<'de, D, T>(de: D) -> Result<T, D::Error>
 where
     D: serde::Deserializer<'de>,
@@ -195,6 +205,30 @@ impl Registries {
         let host = default_host(&registry);
         let auth = self.configs.get(&host).or_else(|| self.configs.get(&registry)).and_then(|c| c.auth.clone())?;
         Some(ImageCredentials { server_address: format!("https://{host}"), registry, auth })
+    }
+
+    /// Where to pull an image of `registry` from, in the order containerd tries them: its
+    /// mirrors (or the `"*"` mirrors when it has none), then the registry itself. Each endpoint
+    /// carries the credentials `configs` gives its host. Endpoint API paths other than `/v2`
+    /// are not honoured here (k1s's own puller always uses `/v2`).
+    pub fn pull_endpoints(&self, registry: &str) -> Vec<PullEndpoint> {
+        let mirrors = self.mirrors.get(registry).or_else(|| self.mirrors.get("*"));
+        let mut out: Vec<PullEndpoint> = Vec::new();
+        let raws = mirrors.map(|m| m.endpoints.clone()).unwrap_or_default();
+        for raw in raws.iter().map(String::as_str).chain(std::iter::once(registry)) {
+            let Some((_, url, _)) = normalize_endpoint(raw) else {
+                tracing::warn!(registry = %registry, endpoint = %raw, "ignoring invalid endpoint URL");
+                continue;
+            };
+            // The puller addresses Docker Hub by its registry name.
+            let host = if url.host == "registry-1.docker.io" { "docker.io".to_string() } else { url.host };
+            if out.iter().any(|e| e.host == host) {
+                continue;
+            }
+            let config = self.config_for_host(&host);
+            out.push(PullEndpoint { plain_http: url.scheme == "http", host, auth: config.auth, tls: config.tls });
+        }
+        out
     }
 
     /// The hosts.toml files to write: directory name (`_default` for `"*"`) ▶ contents.

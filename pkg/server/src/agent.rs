@@ -26,6 +26,8 @@ pub enum AgentError {
     Mount(#[from] k1s_kubelet::containerd::MountError),
     #[error("starting containerd")]
     Supervisor(#[from] k1s_kubelet::containerd::SupervisorError),
+    #[error("preparing the images folder")]
+    Images(#[from] crate::images::ImagesError),
     #[error("connecting to the container runtime at {endpoint}")]
     Cri { endpoint: String, source: k1s_cri::CriError },
 }
@@ -79,6 +81,11 @@ pub async fn start(
             .await
             .map_err(|source| AgentError::Cri { endpoint: endpoint.clone(), source })?,
     );
+    // Image archives of the images folder are in containerd before the kubelet starts pods.
+    crate::systemd::status("importing image archives");
+    let watch =
+        crate::images::start_folder(&config.data_dir, &endpoint, cancel.clone()).await.map_err(AgentError::from)?;
+    tasks.push(Running::spawn("the images folder watch", watch));
     let node = config.node_name.clone();
     let cn = format!("system:node:{node}");
     let id = Identity { file: "kubelet", cn: &cn, orgs: &["system:nodes"], agent: "kubelet" };

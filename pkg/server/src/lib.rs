@@ -10,6 +10,7 @@ mod certificates;
 mod components;
 pub mod cron;
 pub mod host_cleanup;
+pub mod images;
 pub mod preflight;
 pub mod snapshot;
 pub mod systemd;

@@ -123,6 +123,20 @@ impl Server {
         s
     }
 
+    /// A whole node whose data dir `prepare` fills before the server first starts (e.g. with
+    /// image archives in `agent/images`).
+    pub fn start_node_prepared(prepare: impl FnOnce(&Path)) -> Server {
+        node_prerequisites();
+        let mut s = Self::start_unspawned();
+        s.agent = true;
+        s.controllers = true;
+        std::fs::create_dir_all(s.data_dir()).expect("data dir");
+        prepare(&s.data_dir());
+        s.spawn();
+        s.wait_node_ready();
+        s
+    }
+
     /// A whole node with extra environment for the server (e.g. `NOTIFY_SOCKET`), returned as
     /// soon as the API serves, without waiting for the node.
     pub fn start_node_with_env(env: &[(&str, &str)]) -> Server {

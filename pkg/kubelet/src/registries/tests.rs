@@ -293,3 +293,22 @@ fn write_hosts_dir_replaces_generated_files_and_keeps_foreign_ones() {
         format!("{HOSTS_TOML_HEADER}server = \"http://127.0.0.1:5000/v2\"\n")
     );
 }
+
+#[test]
+fn pull_endpoints_are_mirrors_in_order_then_the_registry_with_their_credentials() {
+    let r = Registries::parse(
+        "mirrors:\n  docker.io:\n    endpoint: [\"https://mirror.example.com\", \"127.0.0.1:5001\"]\nconfigs:\n  mirror.example.com:\n    auth: {username: u, password: p}\n",
+    )
+    .expect("parse");
+    let eps = r.pull_endpoints("docker.io");
+    let hosts: Vec<(&str, bool)> = eps.iter().map(|e| (e.host.as_str(), e.plain_http)).collect();
+    assert_eq!(hosts, vec![("mirror.example.com", false), ("127.0.0.1:5001", true), ("docker.io", false)]);
+    assert_eq!(eps[0].auth.as_ref().and_then(|a| a.username.as_deref()), Some("u"));
+    assert!(eps[1].auth.is_none());
+}
+
+#[test]
+fn pull_endpoints_of_a_loopback_registry_without_mirrors_use_plain_http() {
+    let eps = Registries::default().pull_endpoints("127.0.0.1:5000");
+    assert_eq!(eps, vec![PullEndpoint { host: "127.0.0.1:5000".into(), plain_http: true, auth: None, tls: None }]);
+}
