@@ -426,7 +426,6 @@ async fn cluster() -> Option<Cluster> {
             bookmark_interval: Duration::from_secs(60),
             service_cidr: "10.43.0.0/16".into(),
             endpoint_ip: "192.0.2.10".parse().expect("ip"),
-            cluster_dns: None,
             service_account: crate::serviceaccount::TokenConfig::for_cluster_domain(
                 rcgen::KeyPair::generate().expect("key").serialize_pem(),
                 "cluster.local",
