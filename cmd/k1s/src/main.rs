@@ -137,7 +137,9 @@ struct ServerArgs {
     /// (components) Run only the control plane: no kubelet, no containerd.
     #[arg(long, env = "K1S_DISABLE_AGENT")]
     disable_agent: bool,
-    /// (components) Do not run these components.
+    /// (components) Do not run these components: controllers, scheduler, proxy, dns (the DNS
+    /// server and its kube-dns Service), local-storage (the local-path StorageClass), or single
+    /// controllers; disabled add-ons' manifests and objects are removed.
     #[arg(long, env = "K1S_DISABLE", value_delimiter = ',')]
     disable: Vec<String>,
     /// (data) How often the store's event log is compacted.

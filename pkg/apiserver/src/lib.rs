@@ -76,8 +76,6 @@ pub struct Config {
     pub endpoint_ip: std::net::IpAddr,
     /// This server's identity (stable across restarts): names its endpoint lease.
     pub server_identity: String,
-    /// The cluster DNS address: the `kube-dns` Service's ClusterIP, served by k1s itself.
-    pub cluster_dns: Option<std::net::IpAddr>,
     /// ServiceAccount token signing key, issuer and audiences.
     pub service_account: serviceaccount::TokenConfig,
     /// The front proxy's CA and client certificate, for aggregated API servers. `None` proxies
@@ -188,7 +186,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     );
     tasks.spawn("the CustomResourceDefinition reconciler", custom_resources::run(registry.clone(), cancel.clone()));
     bootstrap(&registry).await;
-    bootstrap_services(&registry, cidr, config.endpoint_ip, local_addr.port(), config.cluster_dns).await;
+    bootstrap_services(&registry, cidr, config.endpoint_ip, local_addr.port()).await;
     tasks.spawn(
         "the kubernetes Service's endpoint reconciler",
         endpoint_leases::run(
@@ -206,14 +204,8 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
 }
 
 /// The `kubernetes` Service (first address of the Service CIDR) with endpoints at this node's
-/// API server, and the `kube-dns` Service at the cluster DNS address.
-async fn bootstrap_services(
-    registry: &Registry,
-    cidr: service_alloc::Cidr,
-    endpoint_ip: std::net::IpAddr,
-    port: u16,
-    cluster_dns: Option<std::net::IpAddr>,
-) {
+/// API server. (The `kube-dns` Service is an add-on manifest the server's deployer applies.)
+async fn bootstrap_services(registry: &Registry, cidr: service_alloc::Cidr, endpoint_ip: std::net::IpAddr, port: u16) {
     let find = |g: &str, r: &str| k1s_api::resources::find(g, "v1", r);
     let (Some(svc), Some(eps), Some(slices)) =
         (find("", "services"), find("", "endpoints"), find("discovery.k8s.io", "endpointslices"))
@@ -238,22 +230,7 @@ async fn bootstrap_services(
         "endpoints": [{"addresses": [endpoint_ip.to_string()], "conditions": {"ready": true}}],
         "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
     });
-    let mut objects = vec![(svc, kubernetes.clone()), (eps, endpoints), (slices, slice)];
-    if let Some(dns) = cluster_dns {
-        objects.push((
-            svc,
-            json!({
-                "apiVersion": "v1", "kind": "Service",
-                "metadata": {"name": "kube-dns", "namespace": "kube-system",
-                             "labels": {"k8s-app": "kube-dns", "kubernetes.io/cluster-service": "true", "kubernetes.io/name": "CoreDNS"},
-                             "annotations": {"k1s.io/node-local": "true"}},
-                "spec": {"clusterIP": dns.to_string(),
-                         "ports": [{"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
-                                   {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53},
-                                   {"name": "metrics", "port": 9153, "protocol": "TCP", "targetPort": 9153}]},
-            }),
-        ));
-    }
+    let objects = [(svc, kubernetes), (eps, endpoints), (slices, slice)];
     for (info, obj) in objects {
         if let Err(e) = registry.ensure(info, obj).await {
             tracing::error!(resource = info.resource, error = %e, "creating a bootstrap object failed");
@@ -290,18 +267,6 @@ async fn bootstrap(registry: &Registry) {
         let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
         if let Err(e) = registry.ensure(ns, obj).await {
             tracing::error!(namespace = name, error = %e, "creating default namespace failed");
-        }
-    }
-    // k3s's default class, under its name (manifests written for k3s name it): volumes made on
-    // the node that first uses them, by the kubelet's local-path provisioner.
-    if let Some(sc) = k1s_api::resources::find("storage.k8s.io", "v1", "storageclasses") {
-        let obj = json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-                         "metadata": {"name": "local-path",
-                                      "annotations": {k1s_api::storage::IS_DEFAULT_CLASS: "true"}},
-                         "provisioner": k1s_api::storage::LOCAL_PATH_PROVISIONER, "reclaimPolicy": "Delete",
-                         "volumeBindingMode": "WaitForFirstConsumer"});
-        if let Err(e) = registry.ensure(sc, obj).await {
-            tracing::error!(error = %e, "creating the local-path storage class failed");
         }
     }
     if let Some(pc) = k1s_api::resources::find("scheduling.k8s.io", "v1", "priorityclasses") {

@@ -10,6 +10,7 @@ pub mod clusterrole_aggregation;
 pub mod core;
 pub mod cronjob;
 pub mod daemonset;
+pub mod deploy;
 pub mod deployment;
 pub mod disruption;
 pub mod endpointslice;

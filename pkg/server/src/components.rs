@@ -1,5 +1,6 @@
-//! What `--disable` can turn off: the server's components, or single controllers by the names
-//! upstream's `kube-controller-manager --controllers` uses. Names are checked once, when the
+//! What `--disable` can turn off: the server's components, the built-in add-ons (whose manifests
+//! and objects are then removed), or single controllers by the names upstream's
+//! `kube-controller-manager --controllers` uses. Names are checked once, when the
 //! configuration is read: an unknown one is an error, not a silently running component.
 
 use std::collections::BTreeSet;
@@ -12,11 +13,15 @@ pub enum Component {
     Controllers,
     Scheduler,
     Proxy,
+    /// The cluster DNS server and its `kube-dns` Service (the `dns.yaml` add-on).
     Dns,
+    /// The `local-path` StorageClass (the `local-storage.yaml` add-on; k3s's name).
+    LocalStorage,
 }
 
 impl Component {
-    pub const ALL: [Component; 4] = [Component::Controllers, Component::Scheduler, Component::Proxy, Component::Dns];
+    pub const ALL: [Component; 5] =
+        [Component::Controllers, Component::Scheduler, Component::Proxy, Component::Dns, Component::LocalStorage];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -24,6 +29,7 @@ impl Component {
             Component::Scheduler => "scheduler",
             Component::Proxy => "proxy",
             Component::Dns => "dns",
+            Component::LocalStorage => "local-storage",
         }
     }
 }
@@ -99,16 +105,17 @@ mod tests {
 
     #[test]
     fn components_and_controllers_parse_and_unknown_names_are_refused() {
-        let d = Disabled::parse(&["scheduler", " dns", "", "cronjob"]).expect("known names");
-        assert!(d.contains(Component::Scheduler) && d.contains(Component::Dns));
+        let d = Disabled::parse(&["scheduler", " dns", "", "cronjob", "local-storage"]).expect("known names");
+        assert!(d.contains(Component::Scheduler) && d.contains(Component::Dns) && d.contains(Component::LocalStorage));
         assert!(!d.contains(Component::Controllers) && !d.contains(Component::Proxy));
         assert_eq!(d.controllers(), vec!["cronjob".to_owned()]);
 
         let e = Disabled::parse(&["proxy", "traefik"]).expect_err("unknown");
         assert_eq!(e.name, "traefik");
         let msg = e.to_string();
-        assert!(msg
-            .starts_with("--disable: unknown component \"traefik\" (components: controllers, scheduler, proxy, dns;"));
+        assert!(msg.starts_with(
+            "--disable: unknown component \"traefik\" (components: controllers, scheduler, proxy, dns, local-storage;"
+        ));
         assert!(msg.contains("deployment"), "{msg}");
         assert_eq!(Disabled::parse::<&str>(&[]).expect("none"), Disabled::default());
     }

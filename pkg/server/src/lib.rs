@@ -1,10 +1,12 @@
 //! k1s-server: the composition root. Turns a validated [`Config`] into a running node:
-//! preflight ▶ data dir ▶ store ▶ PKI ▶ API server ▶ kubeconfig ▶ components ▶ readiness
+//! preflight ▶ data dir ▶ store ▶ PKI ▶ API server ▶ manifests deployer (first pass) ▶ kubeconfig
+//! ▶ components ▶ readiness
 //! (sd_notify `READY=1`: the API serves, and with the agent the node is Ready) ▶ certificate
 //! renewal.
 //!
 //! It never parses command lines (that is the binary's job) and holds no global state.
 
+pub mod addons;
 mod agent;
 mod certificates;
 mod components;
@@ -134,6 +136,8 @@ pub enum ServerError {
     PodSecurity(k1s_apiserver::pod_security::ConfigError),
     #[error("loading the API serving certificate")]
     Serving(#[source] k1s_pki::ServingError),
+    #[error("writing the built-in manifests")]
+    Addons(#[from] addons::StageError),
     #[error("{component} stopped while the server was running; exiting rather than serving half-alive")]
     ComponentStopped { component: &'static str },
 }
@@ -289,7 +293,6 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
             service_cidr: config.service_cidr.clone(),
             endpoint_ip: config.advertise_address.unwrap_or(config.node_ip),
             server_identity: identity.clone(),
-            cluster_dns: Some(config.cluster_dns),
             service_account,
             kubelet_client: Some(k1s_apiserver::KubeletClientConfig {
                 ca_pem: pki.ca.cert_pem.clone(),
@@ -307,6 +310,13 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     )
     .await?;
     let port = api.local_addr.port();
+    let api_url = format!("https://127.0.0.1:{port}");
+    let cred = server_dir.join("cred");
+    mkdir(&cred)?;
+    // The built-in add-ons (the kube-dns Service, the local-path class) are manifests like the
+    // user's: they exist once the deployer's first pass is done, before the kubeconfig appears.
+    systemd::status("applying the manifests folder");
+    let deployer = start_deployer(&config, &pki, &server_dir, &api_url, cancel.clone()).await?;
     let kubeconfig = k1s_pki::kubeconfig(&format!("https://127.0.0.1:{port}"), &pki.ca.cert_pem, &admin);
     k1s_pki::write_kubeconfig(&config.write_kubeconfig, &kubeconfig, config.write_kubeconfig_mode)?;
     tracing::info!(path = %config.write_kubeconfig.display(), port, "wrote kubeconfig");
@@ -315,7 +325,6 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
         systemd::status("the API serves (no node agent)");
     }
 
-    let api_url = format!("https://127.0.0.1:{port}");
     let mut reloadable = vec![(tls_dir.join("serving-kube-apiserver.crt"), serving)];
     // etcd has snapshots of its own (`etcdctl snapshot save`); asked for one, the socket says so.
     let snapshots = match config.datastore {
@@ -329,6 +338,7 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     components.push(Running { name: "the API server", task: api.task });
     let compactor = tokio::spawn(compact_periodically(store.clone(), config.compaction_interval, cancel.clone()));
     components.push(Running { name: "store compaction", task: compactor });
+    components.push(deployer);
     let ready = (!config.disable_agent).then(|| {
         systemd::status(&format!("waiting for node {} to be Ready", config.node_name));
         tokio::spawn(notify_when_node_ready(config.write_kubeconfig.clone(), config.node_name.clone(), cancel.clone()))
@@ -338,8 +348,7 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
         path: config.write_kubeconfig.clone(),
         mode: config.write_kubeconfig_mode,
     }];
-    let cred = server_dir.join("cred");
-    for file in ["controller", "scheduler", "kubelet", "proxy", "dns"] {
+    for file in ["controller", "scheduler", "kubelet", "proxy", "dns", "deploy"] {
         let path = cred.join(format!("{file}.kubeconfig"));
         if path.exists() {
             kubeconfigs.push(certificates::Kubeconfig { file: file.into(), path, mode: 0o600 });
@@ -415,6 +424,45 @@ async fn component_client(
     let path = cred_dir.join(format!("{}.kubeconfig", id.file));
     k1s_pki::write_kubeconfig(&path, &k1s_pki::kubeconfig(api_url, &pki.ca.cert_pem, &pair), 0o600)?;
     Ok(k1s_runtime::connect(&path, &k1s_runtime::user_agent(id.agent)).await?)
+}
+
+/// How long the start waits for the deployer's first pass over the manifests folder.
+const FIRST_DEPLOY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Writes the built-in manifests and starts the deployer of `<data-dir>/server/manifests` with
+/// its own identity (in `system:masters`: manifests may hold any kind); returns once it has
+/// applied the folder once (or [`FIRST_DEPLOY_TIMEOUT`] passed).
+async fn start_deployer(
+    config: &Config,
+    pki: &Pki,
+    server_dir: &std::path::Path,
+    api_url: &str,
+    cancel: CancellationToken,
+) -> Result<Running, ServerError> {
+    let dir = server_dir.join("manifests");
+    let vars = addons::Variables {
+        cluster_dns: config.cluster_dns.to_string(),
+        cluster_domain: config.cluster_domain.trim_end_matches('.').to_string(),
+    };
+    addons::stage(&dir, &vars, |c| disabled(config, c))?;
+    let client = component_client(
+        pki,
+        &server_dir.join("cred"),
+        api_url,
+        Identity { file: "deploy", cn: "system:k1s-deploy", orgs: &["system:masters"], agent: "k1s-deploy" },
+    )
+    .await?;
+    let (tx, first_pass) = tokio::sync::oneshot::channel();
+    let deployer = k1s_controllers::deploy::Deployer::new(client, &dir);
+    let running = Running::spawn("the manifests deployer", async move {
+        if let Err(e) = deployer.run(Some(tx), cancel).await {
+            tracing::error!(error = %k1s_api::errors::chain(&e), "manifests deployer stopped");
+        }
+    });
+    if tokio::time::timeout(FIRST_DEPLOY_TIMEOUT, first_pass).await.is_err() {
+        tracing::warn!(dir = %dir.display(), "the manifests folder is not applied yet; going on");
+    }
+    Ok(running)
 }
 
 fn disabled(config: &Config, c: Component) -> bool {

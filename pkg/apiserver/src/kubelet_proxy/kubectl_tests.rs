@@ -427,7 +427,6 @@ async fn cluster() -> Option<Cluster> {
             service_cidr: "10.43.0.0/16".into(),
             endpoint_ip: "192.0.2.10".parse().expect("ip"),
             server_identity: "test_1".into(),
-            cluster_dns: None,
             service_account: crate::serviceaccount::TokenConfig::for_cluster_domain(
                 rcgen::KeyPair::generate().expect("key").serialize_pem(),
                 "cluster.local",
