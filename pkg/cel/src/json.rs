@@ -3,6 +3,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use cel::common::types::{CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelUInt};
+use cel::common::value::Val;
 use cel::objects::{Key, Map};
 use cel::{ExecutionError, Value};
 
@@ -27,6 +29,29 @@ pub fn from_json(value: &serde_json::Value) -> Value {
         serde_json::Value::String(s) => Value::String(Arc::new(s.clone())),
         serde_json::Value::Array(items) => Value::List(Arc::new(items.iter().map(from_json).collect())),
         serde_json::Value::Object(fields) => map(fields.iter().map(|(k, v)| (k.clone(), from_json(v)))),
+    }
+}
+
+/// [`from_json`] straight into the engine's representation of a variable: the value that
+/// converting `from_json`'s result would give, made in one pass.
+pub(crate) fn val_from_json(value: &serde_json::Value) -> Box<dyn Val> {
+    match value {
+        serde_json::Value::Null => Box::new(CelNull),
+        serde_json::Value::Bool(b) => Box::new(CelBool::from(*b)),
+        serde_json::Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                Box::new(CelInt::from(i))
+            } else if let Some(u) = n.as_u64() {
+                Box::new(CelUInt::from(u))
+            } else {
+                Box::new(CelDouble::from(n.as_f64().unwrap_or(f64::NAN)))
+            }
+        }
+        serde_json::Value::String(s) => Box::new(CelString::from(s.clone())),
+        serde_json::Value::Array(items) => Box::new(CelList::from(items.iter().map(val_from_json).collect::<Vec<_>>())),
+        serde_json::Value::Object(fields) => Box::new(CelMap::from(
+            fields.iter().map(|(k, v)| (CelMapKey::from(k.clone()), val_from_json(v))).collect::<HashMap<_, _>>(),
+        )),
     }
 }
 

@@ -59,6 +59,8 @@ mod quantity;
 mod url;
 mod version;
 
+use cel::common::value::{CowVal, Val};
+use cel::context::VariableResolver;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -184,10 +186,12 @@ impl CostBudget {
     }
 }
 
-/// The variables of one evaluation.
+/// The variables of one evaluation, each converted to the engine's own representation once,
+/// when bound: every evaluation against them reads them in place (a policy's expressions share
+/// one conversion of the object instead of converting it again for each).
 #[derive(Default)]
 pub struct Activation {
-    vars: BTreeMap<String, Value>,
+    vars: BTreeMap<String, Box<dyn Val>>,
 }
 
 impl Activation {
@@ -196,20 +200,35 @@ impl Activation {
         Activation::default()
     }
 
-    /// Binds `name` to a CEL value.
+    /// Binds `name` to a CEL value. A value no variable can hold (a function) leaves `name`
+    /// unbound.
     pub fn bind(&mut self, name: &str, value: Value) -> &mut Self {
-        self.vars.insert(name.to_owned(), value);
+        match Box::<dyn Val>::try_from(value) {
+            Ok(v) => {
+                self.vars.insert(name.to_owned(), v);
+            }
+            Err(_) => {
+                self.vars.remove(name);
+            }
+        }
         self
     }
 
-    /// Binds `name` to a JSON value, converted by [`from_json`].
+    /// Binds `name` to a JSON value, converted as [`from_json`] converts it.
     pub fn bind_json(&mut self, name: &str, value: &serde_json::Value) -> &mut Self {
-        self.bind(name, from_json(value))
+        self.vars.insert(name.to_owned(), json::val_from_json(value));
+        self
     }
 
     /// Whether `name` is bound.
     pub fn contains(&self, name: &str) -> bool {
         self.vars.contains_key(name)
+    }
+}
+
+impl VariableResolver for Activation {
+    fn resolve<'b>(&'b self, variable: &str) -> Option<CowVal<'b, 'b>> {
+        self.vars.get(variable).map(|v| CowVal::Borrowed(v.as_ref()))
     }
 }
 
@@ -253,9 +272,7 @@ impl Program {
             return Err(EvalError::CostLimitExceeded);
         }
         let mut context = cel::Context::with_env(Arc::clone(env()));
-        for (name, value) in &vars.vars {
-            context.add_variable_from_value(name.as_str(), value.clone());
-        }
+        context.set_variable_resolver(vars);
         let limit = budget.per_call_limit.min(budget.remaining);
         let deadline = Instant::now() + budget.timeout;
         let (result, meter) = cost::metered(limit, deadline, || Value::resolve(&self.expr, &context));

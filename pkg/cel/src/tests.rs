@@ -30,6 +30,40 @@ fn basic_expressions_on_json_maps() {
 }
 
 #[test]
+fn json_bound_in_one_pass_evaluates_as_json_converted_to_cel_values() {
+    let doc = json!({"s": "a", "i": -3, "u": 18446744073709551615u64, "f": 2.5, "b": true, "n": null,
+        "l": [1, "x", {"k": [true]}], "m": {"a": {"b": 1}, "c": []}});
+    let exprs = [
+        "self",
+        "type(self.i) == int && type(self.u) == uint && type(self.f) == double && type(self.n) == null_type",
+        "self.l[2].k[0] && self.m.a.b == 1 && size(self.m.c) == 0 && 'a' in self.m",
+        "self.l.exists(x, x == 'x') && self.s + 'b' == 'ab' && self.u > 0u",
+        "self == self && self.m != {'a': 1}",
+        "has(self.m.a) && !has(self.m.z)",
+    ];
+    for expr in exprs {
+        let program = Program::compile(expr, &["self"]).unwrap_or_else(|e| panic!("{expr}: {e}"));
+        let mut direct = Activation::new();
+        direct.bind_json("self", &doc);
+        let mut converted = Activation::new();
+        converted.bind("self", from_json(&doc));
+        let (a, b) = (
+            program.eval_json(&direct, &mut CostBudget::default()),
+            program.eval_json(&converted, &mut CostBudget::default()),
+        );
+        assert_eq!(a, b, "{expr}");
+        assert!(a.is_ok(), "{expr}: {a:?}");
+    }
+    // A program reads its variables in place: evaluating it again sees the same values.
+    let program = Program::compile("self.l[1]", &["self"]).expect("compiles");
+    let mut vars = Activation::new();
+    vars.bind_json("self", &doc);
+    for _ in 0..2 {
+        assert_eq!(program.eval_json(&vars, &mut CostBudget::default()), Ok(json!("x")));
+    }
+}
+
+#[test]
 fn bool_and_string_helpers() {
     let p = Program::compile("self.a", &["self"]).expect("ok");
     let mut vars = Activation::new();

@@ -30,6 +30,9 @@ use serde_json::{Map, Value};
 pub struct PodSecurity {
     store: Store,
     config: Config,
+    /// The checks of each level and version asked for so far, chosen once (every pod write
+    /// evaluates at least one).
+    checks: std::sync::Mutex<std::collections::HashMap<policy::LevelVersion, registry::Checks>>,
 }
 
 /// Resources that embed a pod template, and where: upstream's `DefaultPodSpecExtractor`.
@@ -79,7 +82,17 @@ impl Audit {
 
 impl PodSecurity {
     pub fn new(store: Store, config: Config) -> Self {
-        PodSecurity { store, config }
+        PodSecurity { store, config, checks: Default::default() }
+    }
+
+    /// The violations of one pod against `lv`, in order: [`registry::run`] of the checks of
+    /// `lv`, chosen once per level and version.
+    fn violations(&self, lv: policy::LevelVersion, metadata: &Value, spec: &Value) -> Vec<registry::Violation> {
+        let checks = {
+            let mut cache = self.checks.lock().unwrap_or_else(|p| p.into_inner());
+            cache.entry(lv).or_insert_with(|| registry::checks_for(lv).into()).clone()
+        };
+        registry::run(&checks, metadata, spec)
     }
 
     fn exempt_namespace(&self, ns: &str) -> bool {
@@ -210,7 +223,7 @@ impl PodSecurity {
             if let Some((_, v)) = cache.iter().find(|(k, _)| *k == lv) {
                 return v.clone();
             }
-            let v = registry::evaluate(lv, metadata, spec);
+            let v = self.violations(lv, metadata, spec);
             cache.push((lv, v.clone()));
             v
         };

@@ -102,7 +102,7 @@ impl PodSecurity {
         let mut order: Vec<String> = Vec::new();
         let mut counts: HashMap<String, (String, usize)> = HashMap::new();
         for (i, pod) in pods.iter().enumerate() {
-            let v = registry::evaluate(enforce, &pod["metadata"], &pod["spec"]);
+            let v = self.violations(enforce, &pod["metadata"], &pod["spec"]);
             if !v.is_empty() {
                 let warning = registry::forbidden_reason(&v);
                 let pod_name = pod["metadata"]["name"].as_str().unwrap_or("");

@@ -149,9 +149,18 @@ pub fn checks_for(lv: LevelVersion) -> Vec<(&'static str, CheckFn)> {
         .collect()
 }
 
+/// The checks of one level and version, as [`checks_for`] lists them, shared.
+pub type Checks = std::sync::Arc<[(&'static str, CheckFn)]>;
+
 /// The violations of one pod against `lv`, in order.
+#[cfg(test)]
 pub fn evaluate(lv: LevelVersion, metadata: &Value, spec: &Value) -> Vec<Violation> {
-    checks_for(lv).into_iter().filter_map(|(_, check)| check(metadata, spec)).collect()
+    run(&checks_for(lv), metadata, spec)
+}
+
+/// The violations of one pod against `checks`, in order.
+pub fn run(checks: &[(&'static str, CheckFn)], metadata: &Value, spec: &Value) -> Vec<Violation> {
+    checks.iter().filter_map(|(_, check)| check(metadata, spec)).collect()
 }
 
 /// `privileged, allowPrivilegeEscalation != false`: the reasons only.

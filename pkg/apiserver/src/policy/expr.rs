@@ -30,6 +30,11 @@ pub struct Bindings {
 
 impl Bindings {
     pub fn new(vars: &serde_json::Map<String, Value>) -> Bindings {
+        Bindings::of(vars.iter().map(|(k, v)| (k.as_str(), v)))
+    }
+
+    /// [`Bindings::new`] from named values borrowed from wherever they are.
+    pub fn of<'v>(vars: impl IntoIterator<Item = (&'v str, &'v Value)>) -> Bindings {
         let mut activation = k1s_cel::Activation::new();
         for (k, v) in vars {
             activation.bind_json(k, v);

@@ -30,6 +30,7 @@ use futures::future::BoxFuture;
 use k1s_store::Store;
 use matching::Matched;
 use serde_json::{json, Map, Value};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -190,14 +191,19 @@ pub(crate) fn matched_as<'a>(attrs: &'a Attributes<'_>, m: &'a Matched) -> (&'a 
     }
 }
 
-/// The request's object and old object (`null` when absent) in the version it matched as.
-pub(crate) fn versioned(attrs: &Attributes<'_>, m: &Matched) -> Result<(Value, Value), String> {
+/// The request's object and old object (`null` when absent) in the version it matched as:
+/// borrowed from the request when that is the version, converted copies otherwise.
+pub(crate) fn versioned<'a>(
+    attrs: &'a Attributes<'_>,
+    m: &Matched,
+) -> Result<(Cow<'a, Value>, Cow<'a, Value>), String> {
     let (version, _) = matched_as(attrs, m);
-    let convert = |o: Option<&Value>| -> Result<Value, String> {
+    let convert = |o: Option<&'a Value>| -> Result<Cow<'a, Value>, String> {
         match o {
-            None => Ok(Value::Null),
-            Some(o) if version == attrs.resource.version => Ok(o.clone()),
+            None => Ok(Cow::Owned(Value::Null)),
+            Some(o) if version == attrs.resource.version => Ok(Cow::Borrowed(o)),
             Some(o) => k1s_api::conversion::convert(o.clone(), attrs.resource, version)
+                .map(Cow::Owned)
                 .map_err(|e| format!("failed to convert object version: {e}")),
         }
     };
@@ -430,20 +436,17 @@ fn dispatch(p: &Policies, snapshot: &Snapshot, attrs: &Attributes<'_>) -> Result
                 .filter_map(Value::as_str)
                 .collect();
             for param in params {
-                let mut vars = Map::new();
+                let param = param.unwrap_or(Value::Null);
                 let values = [
-                    ("object", &obj),
-                    ("oldObject", &old),
+                    ("object", &*obj),
+                    ("oldObject", &*old),
                     ("request", &request),
                     ("namespaceObject", &namespace_object),
+                    ("params", &param),
                 ];
-                for (name, value) in values.into_iter().filter(|(name, _)| policy.uses(name)) {
-                    vars.insert(name.into(), value.clone());
-                }
-                if policy.uses("params") {
-                    vars.insert("params".into(), param.unwrap_or(Value::Null));
-                }
-                let outcome = policy.evaluate_with(vars, extra);
+                // Bound from the request's values as they are: nothing is copied for CEL.
+                let vars: Vec<(&str, &Value)> = values.into_iter().filter(|(name, _)| policy.uses(name)).collect();
+                let outcome = policy.evaluate_with(&vars, extra);
                 for (i, d) in outcome.decisions.into_iter().enumerate() {
                     if !d.deny {
                         continue;

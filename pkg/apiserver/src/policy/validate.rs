@@ -140,13 +140,15 @@ impl Policy {
     /// Evaluates the policy against the request in `vars` (without `variables`).
     #[cfg(test)]
     pub fn evaluate(&self, vars: Map<String, Value>) -> Outcome {
-        self.evaluate_with(vars, &[])
+        let vars: Vec<(&str, &Value)> = vars.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        self.evaluate_with(&vars, &[])
     }
 
     /// As [`Policy::evaluate`], with `extra` CEL values bound too (the `authorizer`).
-    pub fn evaluate_with(&self, vars: Map<String, Value>, extra: &[(&str, k1s_cel::Value)]) -> Outcome {
-        let mut bindings = Bindings::new(&vars);
-        for (name, value) in extra {
+    pub fn evaluate_with(&self, vars: &[(&str, &Value)], extra: &[(&str, k1s_cel::Value)]) -> Outcome {
+        let mut bindings = Bindings::of(vars.iter().copied());
+        // `authorizer.requestResource` goes with `authorizer`: bound only when an expression reads it.
+        for (name, value) in extra.iter().filter(|(name, _)| self.uses(name.split('.').next().unwrap_or(name))) {
             bindings.bind(name, value.clone());
         }
         let mut ctx = Eval { vars: bindings, variables: &self.variables, values: HashMap::new() };

@@ -2,8 +2,10 @@
 //! were admitted (upstream's `CheckRequest`, without the limited-resources configuration).
 
 use k1s_api::quota::usage::{Evaluator, Operation};
-use k1s_api::quota::{self, ResourceList};
+use k1s_api::quota::{self, ResourceList, ScopeSelector};
 use serde_json::Value;
+use std::borrow::Borrow;
+use std::sync::OnceLock;
 
 /// A stored ResourceQuota as admission reads it: `status.hard` is what is enforced (the quota
 /// controller copies `spec.hard` there) and `status.used` what is charged.
@@ -13,6 +15,8 @@ pub struct QuotaDoc {
     pub object: Value,
     pub hard: ResourceList,
     pub used: ResourceList,
+    /// The scope requirements of its spec, read once.
+    pub scopes: Vec<ScopeSelector>,
 }
 
 impl QuotaDoc {
@@ -21,6 +25,7 @@ impl QuotaDoc {
             name: object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string(),
             hard: quota::parse_list(object.pointer("/status/hard")),
             used: quota::parse_list(object.pointer("/status/used")),
+            scopes: quota::scope_selectors(&object),
             object,
         }
     }
@@ -28,8 +33,7 @@ impl QuotaDoc {
     /// Whether the quota applies to `obj`: it limits something the evaluator measures and the
     /// object falls in all its scopes (upstream's `generic.Matches`).
     fn matches(&self, eval: &Evaluator, obj: &Value) -> bool {
-        !eval.matching_resources(self.hard.keys()).is_empty()
-            && eval.matches_scopes(&quota::scope_selectors(&self.object), obj)
+        !eval.matching_resources(self.hard.keys()).is_empty() && eval.matches_scopes(&self.scopes, obj)
     }
 }
 
@@ -43,16 +47,29 @@ pub struct Request<'a> {
     pub now: jiff::Timestamp,
 }
 
-/// For each quota (same order as `quotas`), the new `status.used` if the request changes it.
-/// `Err` is the reason of a refusal (the text after `… is forbidden: `).
-pub fn check_request(
-    quotas: &[QuotaDoc],
+/// [`check_request_with`] of a request checked once.
+#[cfg(test)]
+pub fn check_request<D: Borrow<QuotaDoc>>(
+    quotas: &[D],
     eval: &Evaluator,
     req: &Request<'_>,
 ) -> Result<Vec<Option<ResourceList>>, String> {
+    check_request_with(quotas, eval, req, &OnceLock::new())
+}
+
+/// For each quota (same order as `quotas`), the new `status.used` if the request changes it.
+/// `Err` is the reason of a refusal (the text after `… is forbidden: `). The request's usage,
+/// which depends only on the request, is computed at most once into `usage`: a request
+/// checked again (in its batch, after its first check) reuses it.
+pub fn check_request_with<D: Borrow<QuotaDoc>>(
+    quotas: &[D],
+    eval: &Evaluator,
+    req: &Request<'_>,
+    usage: &OnceLock<ResourceList>,
+) -> Result<Vec<Option<ResourceList>>, String> {
     let mut out = vec![None; quotas.len()];
     let mut interesting = Vec::new();
-    for (i, q) in quotas.iter().enumerate() {
+    for (i, q) in quotas.iter().map(Borrow::borrow).enumerate() {
         if !q.matches(eval, req.object) {
             continue;
         }
@@ -68,8 +85,8 @@ pub fn check_request(
     if interesting.is_empty() {
         return Ok(out);
     }
-    let input = eval.usage(req.object, req.now);
-    let negative = quota::negative(&input);
+    let input = usage.get_or_init(|| eval.usage(req.object, req.now));
+    let negative = quota::negative(input);
     if !negative.is_empty() {
         return Err(format!("quota usage is negative for resource(s): {}", negative.join(",")));
     }
@@ -79,9 +96,9 @@ pub fn check_request(
             return Err("unable to get previous usage since prior version of object was not found".into());
         };
         if old.pointer("/metadata/resourceVersion").and_then(Value::as_str).is_some_and(|rv| !rv.is_empty()) {
-            let delta = quota::subtract_non_negative(&input, &eval.usage(old, req.now));
+            let delta = quota::subtract_non_negative(input, &eval.usage(old, req.now));
             for (i, d) in &mut deltas {
-                if quotas[*i].matches(eval, old) {
+                if quotas[*i].borrow().matches(eval, old) {
                     *d = delta.clone();
                 }
             }
@@ -92,7 +109,7 @@ pub fn check_request(
         if delta.is_empty() {
             continue;
         }
-        let q = &quotas[i];
+        let q = quotas[i].borrow();
         let requested = quota::mask(&delta, q.hard.keys());
         let new_used = quota::add(&q.used, &requested);
         if !req.status {

@@ -15,18 +15,19 @@
 
 mod check;
 
-pub use check::{check_request, QuotaDoc, Request};
+pub use check::{check_request_with, QuotaDoc, Request};
 
 use crate::admission::{Attributes, Operation, ValidatingPlugin};
 use crate::admission_cache::Cache;
 use crate::error::ApiError;
 use crate::object;
 use futures::future::BoxFuture;
-use k1s_api::quota;
 use k1s_api::quota::usage::{Evaluator, Operation as QuotaOp};
+use k1s_api::quota::{self, ResourceList};
 use k1s_store::{KeyValue, Op, Store, StoreError};
 use serde_json::Value;
 use std::collections::HashMap;
+use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
@@ -54,6 +55,10 @@ struct Charge {
     object: Value,
     old_object: Option<Value>,
     status: bool,
+    /// When the request was first checked: the batch checks it as of then.
+    now: jiff::Timestamp,
+    /// The request's usage, computed at its first check and reused by the batch's.
+    usage: OnceLock<ResourceList>,
 }
 
 struct Waiter {
@@ -110,7 +115,7 @@ impl ResourceQuotaAdmission {
         }
         // Checked against the cached usage first: a request no quota charges, a refusal and a
         // dry run need no write, so they never wait in the queue.
-        let docs: Vec<QuotaDoc> = quotas.iter().map(|q| q.doc.clone()).collect();
+        let docs: Vec<&QuotaDoc> = quotas.iter().map(|q| &q.doc).collect();
         let req = Request {
             operation: op,
             object: obj,
@@ -119,7 +124,8 @@ impl ResourceQuotaAdmission {
             now: jiff::Timestamp::now(),
         };
         let forbidden = |msg: String| ApiError::forbidden_message(r.group, r.resource, attrs.name, msg);
-        let new_used = check_request(&docs, &eval, &req).map_err(forbidden)?;
+        let usage = OnceLock::new();
+        let new_used = check_request_with(&docs, &eval, &req, &usage).map_err(forbidden)?;
         if attrs.dry_run || new_used.iter().all(Option::is_none) {
             return Ok(());
         }
@@ -131,6 +137,8 @@ impl ResourceQuotaAdmission {
             object: obj.clone(),
             old_object: attrs.old_object.cloned(),
             status: req.status,
+            now: req.now,
+            usage,
         };
         let (reply, rx) = oneshot::channel();
         Inner::enqueue(&self.inner, namespace, Waiter { charge, reply });
@@ -178,7 +186,6 @@ impl Inner {
                 break;
             }
             let mut docs: Vec<QuotaDoc> = quotas.iter().map(|q| q.doc.clone()).collect();
-            let now = jiff::Timestamp::now();
             for (c, verdict) in batch.iter().zip(refused.iter_mut()) {
                 let eval = Evaluator::new(&c.group, &c.resource);
                 let req = Request {
@@ -186,9 +193,9 @@ impl Inner {
                     object: &c.object,
                     old_object: c.old_object.as_ref(),
                     status: c.status,
-                    now,
+                    now: c.now,
                 };
-                match check_request(&docs, &eval, &req) {
+                match check_request_with(&docs, &eval, &req, &c.usage) {
                     Ok(new_used) => {
                         *verdict = None;
                         for (d, used) in docs.iter_mut().zip(new_used) {
@@ -313,6 +320,8 @@ mod tests {
             object: json!({"metadata": {"name": name}, "spec": {"containers": [{"name": "c"}]}}),
             old_object: None,
             status: false,
+            now: jiff::Timestamp::now(),
+            usage: OnceLock::new(),
         }
     }
 

@@ -184,8 +184,8 @@ impl Webhooks {
                 let (object, old_object) = crate::policy::versioned(attrs, &matched).map_err(ApiError::internal)?;
                 let (version, kind) = crate::policy::matched_as(attrs, &matched);
                 let mut vars = Map::new();
-                vars.insert("object".into(), object);
-                vars.insert("oldObject".into(), old_object);
+                vars.insert("object".into(), object.into_owned());
+                vars.insert("oldObject".into(), old_object.into_owned());
                 vars.insert("request".into(), crate::policy::request_value(attrs, version, kind));
                 match conditions_match(&h.conditions, vars, h.fails_open()) {
                     Ok(true) => {}
