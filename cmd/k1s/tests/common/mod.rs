@@ -2,6 +2,8 @@
 //! driven with stock kubectl (and curl for raw HTTP).
 #![allow(dead_code)]
 
+// The same etcd harness as the store's contract tests.
+#[path = "../../../../pkg/store/tests/etcd_env/mod.rs"]
 mod etcd;
 
 use std::io::Write as _;
