@@ -34,7 +34,7 @@ fi
 mkdir -p "$stage/target/release" "$dist"
 strip --strip-unneeded -o "$stage/target/release/k1s" "$binary"
 
-deb=$(CARGO_TARGET_DIR="$stage/target" cargo deb -p k1s --no-build --no-strip --fast -Z gz \
+deb=$(CARGO_TARGET_DIR="$stage/target" cargo deb -p k1s --no-build --no-strip --fast -Z gz --compress-system \
         --output "$dist" 2>"$stage/deb.log" | tail -1) || { cat "$stage/deb.log" >&2; exit 1; }
 echo "package.sh: $deb"
 
