@@ -440,11 +440,8 @@ impl Foreground {
     }
 
     fn kubectl(args: &[&str]) -> String {
-        let out = Command::new(common::kubectl_bin())
-            .args(args)
-            .env("KUBECONFIG", KUBECONFIG)
-            .output()
-            .expect("kubectl");
+        let out =
+            Command::new(common::kubectl_bin()).args(args).env("KUBECONFIG", KUBECONFIG).output().expect("kubectl");
         text(&out).trim().to_string()
     }
 
