@@ -1,7 +1,8 @@
 //! End to end: k1s installed and removed like a product (issue 19). The Debian package built from
 //! this test build's binary installs, runs a node with a pod and goes away with dpkg; `k1s
 //! killall` leaves no shim or mount and a later start runs the pods again; `k1s uninstall` leaves
-//! the host's networking, mounts and processes as they were.
+//! the host's networking, mounts and processes as they were; installing the tarball again upgrades
+//! in place and the pods keep their containers.
 
 #[path = "../cmd/k1s/tests/common/mod.rs"]
 mod common;
@@ -412,4 +413,117 @@ fn the_debian_package_installs_runs_a_pod_and_is_removed_and_purged() {
     assert!(Path::new("/etc/k1s/config.yaml").exists(), "dpkg -r keeps the conffile");
     run(Command::new("dpkg").args(["--purge", "k1s"]));
     assert!(!Path::new("/etc/k1s").exists(), "dpkg --purge must remove /etc/k1s");
+}
+
+/// `hack/install.sh` run from the tarball where systemd is not PID 1: the server in the
+/// foreground with the default folders and ports. Stopped (SIGTERM, as `KillMode=process` stops
+/// only k1s) and, when the test fails, uninstalled on drop.
+struct Foreground {
+    child: std::process::Child,
+    log: PathBuf,
+}
+
+const KUBECONFIG: &str = "/etc/k1s/k1s.yaml";
+
+impl Foreground {
+    fn install(tarball: &Path, log: PathBuf) -> Foreground {
+        let out = std::fs::OpenOptions::new().create(true).append(true).open(&log).expect("log");
+        let child = Command::new(repo().join("hack/install.sh"))
+            .env("K1S_ARTIFACT", tarball)
+            .env("K1S_PAUSE_IMAGE", "127.0.0.1:5000/pause:3.10")
+            .env("K1S_CLUSTER_DNS_UPSTREAM", "none")
+            .stdout(out.try_clone().expect("log"))
+            .stderr(out)
+            .spawn()
+            .expect("hack/install.sh");
+        Foreground { child, log }
+    }
+
+    fn kubectl(args: &[&str]) -> String {
+        let out =
+            Command::new(common::kubectl_bin()).args(args).env("KUBECONFIG", KUBECONFIG).output().expect("kubectl");
+        text(&out).trim().to_string()
+    }
+
+    fn wait(&mut self, what: &str, args: &[&str], want: &str) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while Self::kubectl(args) != want {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("the installed k1s exited ({status}):\n{}", self.log());
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// SIGTERM to the server (install.sh exec'd into it), then its exit.
+    fn stop(&mut self) {
+        run(Command::new("kill").args(["-TERM", &self.child.id().to_string()]));
+        let status = self.child.wait().expect("wait");
+        assert!(status.success(), "k1s server exited with {status} on SIGTERM:\n{}", self.log());
+    }
+
+    fn log(&self) -> String {
+        common::tail(&std::fs::read_to_string(&self.log).unwrap_or_default(), 40)
+    }
+}
+
+impl Drop for Foreground {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            let _ = Command::new("/usr/local/bin/k1s").arg("uninstall").output();
+        }
+    }
+}
+
+/// Issue 19: re-running `hack/install.sh` upgrades in place. Only the server restarts (the
+/// unit's `KillMode=process`; here SIGTERM to the foreground server), the pod goes on in the
+/// same container, adopted by the new server.
+#[test]
+fn installing_the_tarball_again_upgrades_in_place_and_the_pod_keeps_its_container() {
+    node_prerequisites();
+    for path in ["/usr/local/bin/k1s", "/var/lib/k1s", KUBECONFIG] {
+        assert!(!Path::new(path).exists(), "{path} already exists: this test installs k1s with its defaults");
+    }
+    let dist = tempfile::tempdir().expect("tempdir");
+    run(Command::new(repo().join("hack/package.sh")).env("K1S_BINARY", common::k1s_bin()).env("K1S_DIST", dist.path()));
+    let tarball = std::fs::read_dir(dist.path())
+        .expect("dist")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "gz"))
+        .expect("a tarball in dist");
+    let log = dist.path().join("install.log");
+    let ready = ["get", "nodes", "-o", "jsonpath={.items[0].status.conditions[?(@.type==\"Ready\")].status}"];
+
+    let mut first = Foreground::install(&tarball, log.clone());
+    first.wait("the node Ready", &ready, "True");
+    let pod = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: kept}}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  \
+         - {{name: c, image: \"{IMAGE}\", command: [sleep, \"3600\"]}}\n"
+    );
+    let manifest = dist.path().join("pod.yaml");
+    std::fs::write(&manifest, pod).expect("manifest");
+    Foreground::kubectl(&["apply", "-f", &manifest.display().to_string()]);
+    first.wait("pod kept Running", &["get", "pod", "kept", "-o", "jsonpath={.status.phase}"], "Running");
+    let container = ["get", "pod", "kept", "-o", "jsonpath={.status.containerStatuses[0].containerID}"];
+    let before = Foreground::kubectl(&container);
+    assert!(before.starts_with("containerd://"), "{before}");
+    first.stop();
+
+    let mut second = Foreground::install(&tarball, log);
+    second.wait("the node Ready again", &ready, "True");
+    second.wait(
+        "pod kept Running in the same container",
+        &["get", "pod", "kept", "-o", "jsonpath={.status.phase} {.status.containerStatuses[0].containerID}"],
+        &format!("Running {before}"),
+    );
+    let restarts =
+        Foreground::kubectl(&["get", "pod", "kept", "-o", "jsonpath={.status.containerStatuses[0].restartCount}"]);
+    assert_eq!(restarts, "0", "{}", second.log());
+    second.stop();
+    run(Command::new("/usr/local/bin/k1s").arg("uninstall"));
+    assert!(!Path::new("/var/lib/k1s").exists() && !Path::new("/usr/local/bin/k1s").exists());
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Prints how long an install takes until the node is Ready, for the Debian package
-# (`apt-get install ./k1s_*.deb`, then the server) and for the tarball (`hack/install.sh`).
+# Prints how long an install takes until the node Ready, for the Debian package
+# (`apt-get install ./k1s_*.deb`, then the server; and through `hack/install.sh`, which uses
+# dpkg -i when the dependencies are there) and for the tarball (`hack/install.sh`), each with
+# the server's start steps (from its log) in seconds from the install's start.
 # Packages the given binary (K1S_BINARY, default: the debug build of $CARGO_TARGET_DIR) unless
 # K1S_DEB and K1S_TARBALL name existing artifacts. Where systemd is not PID 1 the server runs in
 # the foreground, as hack/install.sh does. Each install is removed afterwards (k1s uninstall, and
@@ -26,6 +28,19 @@ ready() {
     -o 'jsonpath={.items[0].status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
 }
 wait_ready() { for _ in $(seq 1200); do ready && return 0; sleep 0.05; done; echo "not Ready in 60 s" >&2; return 1; }
+# Where the time went: each start step's first server log line (RFC 3339 UTC timestamps), in
+# seconds from $2 (the install's start).
+timeline() {
+  local log=$1 t0=$2 step ts line
+  for step in "first log line" "created a CA" "wrote kubeconfig" "containerd is ready" \
+      "registered node" "node readiness changed" "node Ready: notifying systemd"; do
+    if [ "$step" = "first log line" ]; then line=$(grep -m1 -E '^[0-9]{4}-' "$log" || true)
+    else line=$(grep -m1 -F "$step" "$log" || true); fi
+    ts=$(printf '%s' "$line" | grep -oE '^[0-9]{4}-[0-9-]+T[0-9:.]+Z' || true)
+    [ -n "$ts" ] || continue
+    printf '    %6.2f s  %s\n' "$(echo "$(date -d "$ts" +%s.%N) - $t0" | bc)" "$step"
+  done
+}
 server=""
 stop() {
   if [ -d /run/systemd/system ]; then systemctl stop k1s.service || true; fi
@@ -44,8 +59,25 @@ stop
 dpkg --purge k1s >/dev/null
 printf 'deb:     apt-get install %.2f s, then start to node Ready %.2f s: total %.2f s\n' \
   "$(echo "$t1 - $t0" | bc)" "$(echo "$t2 - $t1" | bc)" "$(echo "$t2 - $t0" | bc)"
+[ -d /run/systemd/system ] || timeline "$dist/server.log" "$t0"
 
-# 2. The tarball through hack/install.sh (foreground server where systemd is not PID 1).
+# apt-get's own share: reading the package lists and resolving, without installing (-s).
+t0=$(now)
+apt-get install -s -qq "$(realpath "$K1S_DEB")" >/dev/null
+printf '         (of which apt-get itself, without dpkg: %.2f s, as apt-get install -s)\n' "$(echo "$(now) - $t0" | bc)"
+
+# 2. The package through hack/install.sh: dpkg -i, its dependencies being installed already.
+t0=$(now)
+K1S_ARTIFACT=$K1S_DEB hack/install.sh >"$dist/deb-install.log" 2>&1 & server=$!
+wait_ready
+t1=$(now)
+stop
+/usr/bin/k1s uninstall >/dev/null
+dpkg --purge k1s >/dev/null
+printf 'deb:     hack/install.sh (dpkg -i) to node Ready %.2f s\n' "$(echo "$t1 - $t0" | bc)"
+[ -d /run/systemd/system ] || timeline "$dist/deb-install.log" "$t0"
+
+# 3. The tarball through hack/install.sh (foreground server where systemd is not PID 1).
 t0=$(now)
 K1S_ARTIFACT=$K1S_TARBALL hack/install.sh >"$dist/tarball.log" 2>&1 & server=$!
 wait_ready
@@ -53,3 +85,4 @@ t1=$(now)
 stop
 /usr/local/bin/k1s uninstall >/dev/null
 printf 'tarball: hack/install.sh to node Ready %.2f s\n' "$(echo "$t1 - $t0" | bc)"
+[ -d /run/systemd/system ] || timeline "$dist/tarball.log" "$t0"

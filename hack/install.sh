@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs (or upgrades in place) k1s from a built artifact and starts it:
-#   K1S_ARTIFACT=dist/k1s_0.1.0-1_amd64.deb hack/install.sh        (apt-get install ./FILE)
+#   K1S_ARTIFACT=dist/k1s_0.1.0-1_amd64.deb hack/install.sh        (dpkg -i, or apt-get install ./FILE)
 #   K1S_ARTIFACT=dist/k1s-0.1.0-linux-amd64.tar.gz hack/install.sh (its install.sh)
 # Without K1S_ARTIFACT, hack/package.sh builds one first (release build). Then the unit is enabled
 # and (re)started (KillMode=process: pods survive the restart), the node is awaited Ready, and the
@@ -17,10 +17,31 @@ if [ -z "$artifact" ]; then
   else artifact=$(ls -t dist/k1s-*.tar.gz | head -1); fi
 fi
 [ -f "$artifact" ] || { echo "hack/install.sh: $artifact not found" >&2; exit 1; }
+
+# Whether every package the .deb depends on is installed (one alternative of each; versions are
+# left to dpkg, which refuses a too old one).
+deps_installed() {
+  local dep alt ok
+  while IFS= read -r dep; do
+    [ -n "$dep" ] || continue
+    ok=1
+    for alt in $(printf '%s' "$dep" | sed 's/([^)]*)//g; s/|/ /g'); do
+      case "$(dpkg-query -W -f='${db:Status-Abbrev}' "$alt" 2>/dev/null)" in ii*) ok=0; break ;; esac
+    done
+    [ "$ok" -eq 0 ] || return 1
+  done < <(dpkg-deb -f "$1" Depends | tr ',' '\n')
+}
 case "$artifact" in
   *.deb)
-    # --reinstall: the same version installed again is an upgrade in place too.
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --reinstall "$(realpath "$artifact")" >/dev/null
+    deb=$(realpath "$artifact")
+    # apt-get first reads every package list (2 s of CPU here, and more where its binary cache is
+    # off, as in Debian's Docker images): with every dependency installed already, dpkg -i does
+    # the same install at a third of the time. Otherwise (or when dpkg refuses, e.g. a dependency
+    # too old) apt-get installs the package with what it needs; --reinstall: the same version
+    # installed again is an upgrade in place too.
+    if deps_installed "$deb" && dpkg -i "$deb" >/dev/null; then :; else
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --reinstall "$deb" >/dev/null
+    fi
     k1s=/usr/bin/k1s ;;
   *.tar.gz)
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

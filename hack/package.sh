@@ -29,11 +29,12 @@ else
   binary=$CARGO_TARGET_DIR/release/k1s
 fi
 [ -x "$binary" ] || { echo "package.sh: $binary is not an executable" >&2; exit 1; }
-# cargo deb --no-build takes target/release/k1s of the target dir it is pointed at.
+# cargo deb --no-build takes target/release/k1s of the target dir it is pointed at. gzip, not xz:
+# dpkg unpacks it faster (the install is timed by hack/bench-install.sh); the file is larger.
 mkdir -p "$stage/target/release" "$dist"
 strip --strip-unneeded -o "$stage/target/release/k1s" "$binary"
 
-deb=$(CARGO_TARGET_DIR="$stage/target" cargo deb -p k1s --no-build --no-strip --fast \
+deb=$(CARGO_TARGET_DIR="$stage/target" cargo deb -p k1s --no-build --no-strip --fast -Z gz --compress-system \
         --output "$dist" 2>"$stage/deb.log" | tail -1) || { cat "$stage/deb.log" >&2; exit 1; }
 echo "package.sh: $deb"
 

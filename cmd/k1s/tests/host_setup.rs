@@ -211,11 +211,23 @@ fn client_cert_in(kubeconfig: &Path) -> String {
     kc.lines().find(|l| l.contains("client-certificate-data")).expect("client cert").trim().to_string()
 }
 
+/// Also the components' clients (issue 19): they follow their kubeconfig, so once the first
+/// certificates have expired (and the API server refuses a connection's expired certificate on
+/// its next request, as upstream's does) the controllers still write, over new connections with
+/// their renewed certificates.
 #[test]
 fn the_server_renews_certificates_in_the_background_and_an_open_watch_survives() {
-    let s = Server::start_with(&["--test-cert-validity=20s"]);
+    let s = Server::start_controllers_with(&["--test-cert-validity=20s"]);
     let first = serving_serial(s.port);
     let first_admin = client_cert_in(&s.kubeconfig());
+    let controller_kubeconfig = s.data_dir().join("server/cred/controller.kubeconfig");
+    let first_controller = client_cert_in(&controller_kubeconfig);
+    // The controllers' connections are busy before the renewal: they are pooled and reused.
+    s.ok(&["create", "deployment", "before-renewal", "--image=127.0.0.1:5000/busybox:1.36"]);
+    eventually(Duration::from_secs(20), "a ReplicaSet for the first Deployment", || {
+        let out = s.kubectl(&["get", "replicasets", "-l", "app=before-renewal", "-o", "name"]);
+        (!String::from_utf8_lossy(&out.stdout).trim().is_empty()).then_some(())
+    });
 
     let mut watch = s
         .kubectl_cmd(&["get", "configmaps", "--watch", "-o", "name"])
@@ -258,6 +270,21 @@ fn the_server_renews_certificates_in_the_background_and_an_open_watch_survives()
     assert!(watch.try_wait().expect("wait").is_none(), "the watch is still running");
     let _ = watch.kill();
     let _ = watch.wait();
+
+    // The controller-manager's first certificate has expired: its writes now go over new
+    // connections with the renewed one.
+    assert_ne!(client_cert_in(&controller_kubeconfig), first_controller, "the controller's kubeconfig was renewed");
+    s.ok(&["create", "deployment", "after-renewal", "--image=127.0.0.1:5000/busybox:1.36"]);
+    eventually(Duration::from_secs(20), "a ReplicaSet for the Deployment created after the renewal", || {
+        let out = s.kubectl(&["get", "replicasets", "-l", "app=after-renewal", "-o", "name"]);
+        (!String::from_utf8_lossy(&out.stdout).trim().is_empty()).then_some(())
+    });
+    let logs = s.logs();
+    assert!(
+        logs.lines().any(|l| l.contains("new connections use its credentials") && l.contains("controller.kubeconfig")),
+        "the controllers' client followed its kubeconfig:\n{}",
+        common::tail(&logs, 40)
+    );
 
     let out = Command::new(k1s_bin())
         .args(["certificate", "check", "--data-dir"])

@@ -62,6 +62,36 @@ fn the_kubelet_waits_for_a_runtime_that_is_not_initialized_yet_and_the_node_beco
     assert_eq!(message, "kubelet is posting ready status");
 }
 
+/// Issue 19: a node that registered NotReady (containerd's CNI not loaded yet) turned Ready only
+/// at the next 5 s runtime check. As upstream's `fastStatusUpdateOnce`, the kubelet checks every
+/// 100 ms until the node is first Ready, then every 5 s again.
+#[test]
+fn the_kubelet_checks_the_runtime_often_until_the_node_is_first_ready_then_every_five_seconds() {
+    let fake = Arc::new(FakeRuntime::new());
+    fake.set_network_ready(false);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (endpoint, _rt) = serve_fake(&fake, dir.path());
+    let s = Server::start_agent_with(&[&format!("--container-runtime-endpoint={endpoint}"), "--disable=proxy,dns"]);
+    let message = eventually(Duration::from_secs(60), "the node registered NotReady", || {
+        let (status, message) = ready_condition(&s);
+        (status == "False").then_some(message)
+    });
+    assert!(message.starts_with("container runtime network not ready"), "{message}");
+    let before = fake.count(CriOp::Status);
+    std::thread::sleep(Duration::from_secs(2));
+    let fast = fake.count(CriOp::Status) - before;
+    // 100 ms apart: about 20; the steady 5 s period would make at most 1.
+    assert!(fast >= 5, "{fast} runtime status checks in 2 s while the node is not Ready yet");
+
+    fake.set_network_ready(true);
+    s.wait_node_ready();
+    std::thread::sleep(Duration::from_millis(500));
+    let before = fake.count(CriOp::Status);
+    std::thread::sleep(Duration::from_secs(3));
+    let steady = fake.count(CriOp::Status) - before;
+    assert!(steady <= 1, "{steady} runtime status checks in 3 s once the node is Ready");
+}
+
 /// A kubelet that stops must not leave the API serving a node that never comes: the server
 /// exits non-zero and names it, so that systemd starts it again.
 #[test]

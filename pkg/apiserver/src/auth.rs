@@ -34,12 +34,21 @@ impl UserInfo {
 }
 
 /// The verified client certificates of one connection. They cannot change while the connection
-/// lasts, so the identity read from them is kept here and read once, not once per request.
+/// lasts, so the identity read from them is kept here and read once, not once per request; only
+/// their validity is checked on every request.
 #[derive(Debug, Default)]
 pub struct Peer {
     /// DER certificates the TLS layer verified against the cluster CA (leaf first).
     pub certificates: Vec<Vec<u8>>,
-    x509: OnceLock<Result<Option<UserInfo>, String>>,
+    x509: OnceLock<Result<Option<X509Identity>, String>>,
+}
+
+/// The user a client certificate names and the time it is valid for (Unix seconds).
+#[derive(Clone, Debug)]
+struct X509Identity {
+    user: UserInfo,
+    not_before: i64,
+    not_after: i64,
 }
 
 impl Peer {
@@ -67,18 +76,33 @@ pub enum AuthError {
     InvalidToken(String),
 }
 
-/// x509 client certificates: user = CN, groups = O (plus `system:authenticated`).
+/// x509 client certificates: user = CN, groups = O (plus `system:authenticated`). As upstream's
+/// authenticator verifies the chain at the time of each request, a connection whose client
+/// certificate expired since its handshake gets 401 for its next request (a request under way, a
+/// watch, keeps going): clients must reconnect with a renewed certificate.
 pub struct X509Authenticator;
 
 impl Authenticator for X509Authenticator {
     fn authenticate(&self, creds: &Credentials<'_>) -> Result<Option<UserInfo>, AuthError> {
         let peer = creds.peer;
-        peer.x509.get_or_init(|| x509_identity(&peer.certificates)).clone().map_err(AuthError::BadCertificate)
+        let id = peer.x509.get_or_init(|| x509_identity(&peer.certificates));
+        let Some(id) = id.as_ref().map_err(|e| AuthError::BadCertificate(e.clone()))? else { return Ok(None) };
+        let now = jiff::Timestamp::now().as_second();
+        if now < id.not_before || now > id.not_after {
+            let at = |s: i64| jiff::Timestamp::from_second(s).map(|t| t.to_string()).unwrap_or_else(|_| s.to_string());
+            return Err(AuthError::BadCertificate(format!(
+                "x509: certificate has expired or is not yet valid: current time {} is outside {} to {}",
+                at(now),
+                at(id.not_before),
+                at(id.not_after)
+            )));
+        }
+        Ok(Some(id.user.clone()))
     }
 }
 
 /// The user a certificate chain names (`None` without certificates), or why it names none.
-fn x509_identity(certificates: &[Vec<u8>]) -> Result<Option<UserInfo>, String> {
+fn x509_identity(certificates: &[Vec<u8>]) -> Result<Option<X509Identity>, String> {
     let Some(leaf) = certificates.first() else { return Ok(None) };
     let (_, cert) = x509_parser::parse_x509_certificate(leaf).map_err(|e| e.to_string())?;
     let name = cert
@@ -91,7 +115,13 @@ fn x509_identity(certificates: &[Vec<u8>]) -> Result<Option<UserInfo>, String> {
     let mut groups: Vec<String> =
         cert.subject().iter_organization().filter_map(|o| o.as_str().ok()).map(str::to_string).collect();
     groups.push("system:authenticated".into());
-    Ok(Some(UserInfo { name, uid: String::new(), groups, extra: BTreeMap::new() }))
+    let user = UserInfo { name, uid: String::new(), groups, extra: BTreeMap::new() };
+    let validity = cert.validity();
+    Ok(Some(X509Identity {
+        user,
+        not_before: validity.not_before.timestamp(),
+        not_after: validity.not_after.timestamp(),
+    }))
 }
 
 /// Tries authenticators in order; the first that recognises the credentials wins.
@@ -373,5 +403,26 @@ mod tests {
             let err = X509Authenticator.authenticate(&Credentials { peer: &garbage, authorization_header: None });
             assert!(matches!(err, Err(AuthError::BadCertificate(_))), "{err:?}");
         }
+    }
+
+    /// Issue 19: a connection kept open past its client certificate's end went on authenticating
+    /// as that user, so a renewed certificate never had to be used.
+    #[test]
+    fn a_client_certificate_that_expired_since_the_handshake_is_refused_on_the_next_request() {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut params = rcgen::CertificateParams::default();
+        params.distinguished_name.push(rcgen::DnType::CommonName, "alice");
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        let expired = Peer::new(vec![params.self_signed(&key).expect("cert").der().to_vec()]);
+        let err = X509Authenticator.authenticate(&Credentials { peer: &expired, authorization_header: None });
+        match err {
+            Err(AuthError::BadCertificate(m)) => assert!(m.contains("has expired"), "{m}"),
+            other => panic!("an expired certificate authenticated: {other:?}"),
+        }
+        params.not_after = rcgen::date_time_ymd(4000, 1, 1);
+        let valid = Peer::new(vec![params.self_signed(&key).expect("cert").der().to_vec()]);
+        let user = X509Authenticator.authenticate(&Credentials { peer: &valid, authorization_header: None });
+        assert_eq!(user.expect("valid").map(|u| u.name), Some("alice".to_string()));
     }
 }

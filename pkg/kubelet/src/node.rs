@@ -15,6 +15,11 @@ const LEASE_RENEW: Duration = Duration::from_secs(10);
 pub const LEASE_DURATION_SECONDS: i32 = 40;
 /// How often node status is posted when nothing changed.
 const STATUS_REPORT: Duration = Duration::from_secs(60);
+/// At start, until the node is Ready for the first time, the runtime is checked this often, so
+/// that the node turns Ready as soon as it can (upstream: `fastStatusUpdateOnce`, 100 ms).
+const FAST_CHECK: Duration = Duration::from_millis(100);
+/// How long those fast checks go on at most (upstream: `nodeReadyGracePeriod`, 120 s).
+const FAST_CHECK_FOR: Duration = Duration::from_secs(120);
 
 fn now() -> String {
     jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
@@ -150,17 +155,19 @@ async fn post_status(shared: &Arc<Shared>, host: &HostInfo) -> Result<(), NodeEr
     Ok(())
 }
 
-/// Renews the Lease every 10 s, checks the runtime every 5 s (posting node status at once when
-/// the Ready condition changes) and posts node status every minute until cancelled.
+/// Renews the Lease every 10 s, checks the runtime every 5 s (every 100 ms until the node is
+/// first Ready; posting node status at once when the Ready condition changes) and posts node
+/// status every minute until cancelled.
 pub async fn heartbeat(shared: Arc<Shared>, host: HostInfo) {
     let name = shared.config.node_name.clone();
     let leases: Api<Lease> = Api::namespaced(shared.client.clone(), "kube-node-lease");
     let mut lease_tick = tokio::time::interval(LEASE_RENEW);
     let mut status_tick = tokio::time::interval(STATUS_REPORT);
-    let mut runtime_tick = tokio::time::interval(crate::runtime_state::CHECK_INTERVAL);
+    let mut reported = ready_condition(&shared);
+    let mut fast_until = (reported.0 != "True").then(|| tokio::time::Instant::now() + FAST_CHECK_FOR);
+    let mut runtime_tick = runtime_interval(fast_until.is_some());
     status_tick.tick().await;
     runtime_tick.tick().await;
-    let mut reported = ready_condition(&shared);
     loop {
         tokio::select! {
             _ = shared.cancel.cancelled() => return,
@@ -173,6 +180,11 @@ pub async fn heartbeat(shared: Arc<Shared>, host: HostInfo) {
                         Ok(()) => reported = now,
                         Err(e) => tracing::warn!(error = %chain(&e), "node status update failed"),
                     }
+                }
+                if fast_until.is_some_and(|t| reported.0 == "True" || tokio::time::Instant::now() >= t) {
+                    fast_until = None;
+                    runtime_tick = runtime_interval(false);
+                    runtime_tick.tick().await;
                 }
             }
             _ = lease_tick.tick() => {
@@ -187,6 +199,14 @@ pub async fn heartbeat(shared: Arc<Shared>, host: HostInfo) {
             }
         }
     }
+}
+
+/// The runtime check's ticker: fast until the node is first Ready, then every 5 s.
+fn runtime_interval(fast: bool) -> tokio::time::Interval {
+    let every = if fast { FAST_CHECK } else { crate::runtime_state::CHECK_INTERVAL };
+    let mut i = tokio::time::interval(every);
+    i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    i
 }
 
 async fn renew_lease(shared: &Shared, leases: &Api<Lease>, name: &str) -> Result<(), NodeError> {

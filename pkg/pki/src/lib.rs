@@ -7,9 +7,11 @@
 //! (90 days) is left; the CAs last ten years. It must never depend on the API server or the
 //! store.
 
+mod client_cert;
 mod inventory;
 mod serving;
 
+pub use client_cert::ClientCert;
 pub use inventory::{dates, list, renew_due, rotate, CertInfo, Rotated};
 pub use serving::{server_config, server_config_reloadable, ServingCert, ServingError, ServingMaterial};
 

@@ -20,16 +20,25 @@ pub struct ServingCert {
 }
 
 fn certified_key(cert_pem: &str, key_pem: &str) -> Result<Arc<CertifiedKey>, ServingError> {
+    certified_key_as(cert_pem, key_pem, ("serving certificate", "serving key"))
+}
+
+/// A certificate chain and its key as rustls signs with them; `what` names the certificate and
+/// the key in errors.
+pub(crate) fn certified_key_as(
+    cert_pem: &str,
+    key_pem: &str,
+    what: (&'static str, &'static str),
+) -> Result<Arc<CertifiedKey>, ServingError> {
     let tls = |what, e: &dyn std::fmt::Display| ServingError { what, message: e.to_string() };
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
-        .collect::<Result<_, _>>()
-        .map_err(|e| tls("serving certificate", &e))?;
+    let chain: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(cert_pem.as_bytes()).collect::<Result<_, _>>().map_err(|e| tls(what.0, &e))?;
     if chain.is_empty() {
-        return Err(tls("serving certificate", &"no certificate in the PEM"));
+        return Err(tls(what.0, &"no certificate in the PEM"));
     }
-    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| tls("serving key", &e))?;
-    let ck = CertifiedKey::from_der(chain, key, &rustls::crypto::ring::default_provider())
-        .map_err(|e| tls("serving key", &e))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| tls(what.1, &e))?;
+    let ck =
+        CertifiedKey::from_der(chain, key, &rustls::crypto::ring::default_provider()).map_err(|e| tls(what.1, &e))?;
     Ok(Arc::new(ck))
 }
 
@@ -70,7 +79,8 @@ pub struct ServingMaterial {
 #[derive(Debug, thiserror::Error)]
 #[error("invalid TLS material ({what}): {message}")]
 pub struct ServingError {
-    /// Which part: `ca`, `client verifier`, `serving certificate`, `serving key`, `protocol versions`.
+    /// Which part: `ca`, `client verifier`, `serving certificate`, `serving key`, `protocol
+    /// versions`, `client certificate`, `client key`.
     pub what: &'static str,
     pub message: String,
 }

@@ -1,14 +1,16 @@
 //! Keeps a running server's certificates fresh: every [`k1s_pki::Validity::check_every`] it
 //! re-issues the leaf certificates that are due (less than 90 days left, by default), hands a
 //! new serving certificate to its listener (the API server's and the kubelet's: new
-//! connections get it, established ones and their watches keep theirs), and rewrites the
-//! kubeconfigs that embed a renewed client certificate (the admin's, and the components' under
-//! `server/cred`).
+//! connections get it, established ones and their watches keep theirs), a new client
+//! certificate of the API server's own (towards kubelets and aggregated API servers) to the
+//! client that presents it, and rewrites the kubeconfigs that embed a renewed client
+//! certificate (the admin's, and the components' under `server/cred`): the components'
+//! clients follow their kubeconfig ([`k1s_runtime::connect`]), so their new connections
+//! present the renewed certificate.
 //!
-//! The listeners also pick up a serving certificate `k1s certificate rotate` wrote. The
-//! components' running clients keep the certificate they started with until the next start.
+//! What `k1s certificate rotate` writes is picked up the same way.
 
-use k1s_pki::{ServingCert, Validity};
+use k1s_pki::{ClientCert, ServingCert, ServingError, Validity};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
@@ -27,6 +29,8 @@ pub(crate) struct Renewal {
     pub api_url: String,
     /// Serving certificate files and the listener slots they are served from.
     pub serving: Vec<(PathBuf, ServingCert)>,
+    /// Client certificate files of the API server's own clients and the slots they present.
+    pub clients: Vec<(PathBuf, ClientCert)>,
     pub kubeconfigs: Vec<Kubeconfig>,
     /// The certificate PEM each served or written file currently holds.
     pub current: BTreeMap<PathBuf, String>,
@@ -43,9 +47,11 @@ impl Renewal {
         ca_pem: String,
         api_url: String,
         serving: Vec<(PathBuf, ServingCert)>,
+        clients: Vec<(PathBuf, ClientCert)>,
         kubeconfigs: Vec<Kubeconfig>,
     ) -> Renewal {
-        let mut r = Renewal { tls_dir, validity, ca_pem, api_url, serving, kubeconfigs, current: BTreeMap::new() };
+        let mut r =
+            Renewal { tls_dir, validity, ca_pem, api_url, serving, clients, kubeconfigs, current: BTreeMap::new() };
         for f in r.watched() {
             if let Some(pem) = read(&f) {
                 r.current.insert(f, pem);
@@ -60,6 +66,7 @@ impl Renewal {
 
     fn watched(&self) -> Vec<PathBuf> {
         let mut v: Vec<PathBuf> = self.serving.iter().map(|(f, _)| f.clone()).collect();
+        v.extend(self.clients.iter().map(|(f, _)| f.clone()));
         v.extend(self.kubeconfigs.iter().map(|k| self.client_crt(&k.file)));
         v
     }
@@ -75,18 +82,10 @@ impl Renewal {
             Err(e) => tracing::warn!(error = %e, "renewing certificates"),
         }
         for (crt, slot) in &self.serving {
-            let (Some(cert), Some(key)) = (read(crt), read(&crt.with_extension("key"))) else { continue };
-            if self.current.get(crt) == Some(&cert) {
-                continue;
-            }
-            match slot.replace(&cert, &key) {
-                Ok(()) => {
-                    tracing::info!(path = %crt.display(), "new connections get the renewed serving certificate");
-                    self.current.insert(crt.clone(), cert);
-                }
-                // Written between the two reads, or half-written by hand: next tick.
-                Err(e) => tracing::warn!(error = %e, path = %crt.display(), "loading a renewed serving certificate"),
-            }
+            reload(&mut self.current, crt, "serving", |c, k| slot.replace(c, k));
+        }
+        for (crt, slot) in &self.clients {
+            reload(&mut self.current, crt, "client", |c, k| slot.replace(c, k));
         }
         for k in &self.kubeconfigs {
             let crt = self.client_crt(&k.file);
@@ -103,6 +102,28 @@ impl Renewal {
                 Err(e) => tracing::warn!(error = %e, "rewriting a kubeconfig"),
             }
         }
+    }
+}
+
+/// Hands the certificate in `crt` (and its key) to a slot with `replace` when it differs from
+/// the one `current` says the slot holds.
+fn reload(
+    current: &mut BTreeMap<PathBuf, String>,
+    crt: &std::path::Path,
+    kind: &str,
+    replace: impl Fn(&str, &str) -> Result<(), ServingError>,
+) {
+    let (Some(cert), Some(key)) = (read(crt), read(&crt.with_extension("key"))) else { return };
+    if current.get(crt) == Some(&cert) {
+        return;
+    }
+    match replace(&cert, &key) {
+        Ok(()) => {
+            tracing::info!(path = %crt.display(), kind, "new connections get the renewed certificate");
+            current.insert(crt.to_path_buf(), cert);
+        }
+        // Written between the two reads, or half-written by hand: next tick.
+        Err(e) => tracing::warn!(error = %e, path = %crt.display(), kind, "loading a renewed certificate"),
     }
 }
 

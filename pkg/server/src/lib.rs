@@ -138,6 +138,8 @@ pub enum ServerError {
     Serving(#[source] k1s_pki::ServingError),
     #[error("writing the built-in manifests")]
     Addons(#[from] addons::StageError),
+    #[error("loading the API server's client certificate")]
+    ClientCert(#[source] k1s_pki::ServingError),
     #[error("{component} stopped while the server was running; exiting rather than serving half-alive")]
     ComponentStopped { component: &'static str },
 }
@@ -266,6 +268,12 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     let kubelet_client =
         pki.client("kube-apiserver-kubelet-client", "kube-apiserver-kubelet-client", &["system:masters"])?;
     let front_proxy = pki.front_proxy()?;
+    // The API server's own client certificates, renewed without a restart like the serving ones.
+    let client_slot = |pair: &k1s_pki::CertPair| {
+        k1s_pki::ClientCert::new(&pair.cert_pem, &pair.key_pem).map_err(ServerError::ClientCert)
+    };
+    let kubelet_client_slot = client_slot(&kubelet_client)?;
+    let front_proxy_slot = client_slot(&front_proxy.client)?;
     let pod_security = match &config.pod_security_admission_config_file {
         Some(path) => k1s_apiserver::pod_security::Config::load(path).map_err(ServerError::PodSecurity)?,
         None => k1s_apiserver::pod_security::Config::default(),
@@ -298,11 +306,13 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
                 ca_pem: pki.ca.cert_pem.clone(),
                 cert_pem: kubelet_client.cert_pem.clone(),
                 key_pem: kubelet_client.key_pem.clone(),
+                reloadable: Some(kubelet_client_slot.clone()),
             }),
             front_proxy: Some(k1s_apiserver::aggregator::FrontProxyConfig {
                 ca_pem: front_proxy.ca.cert_pem.clone(),
                 client_cert_pem: front_proxy.client.cert_pem.clone(),
                 client_key_pem: front_proxy.client.key_pem.clone(),
+                reloadable: Some(front_proxy_slot.clone()),
             }),
             pod_security,
         },
@@ -354,8 +364,19 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
             kubeconfigs.push(certificates::Kubeconfig { file: file.into(), path, mode: 0o600 });
         }
     }
-    let renewal =
-        certificates::Renewal::new(tls_dir, validity, pki.ca.cert_pem.clone(), api_url, reloadable, kubeconfigs);
+    let clients = vec![
+        (tls_dir.join("client-kube-apiserver-kubelet-client.crt"), kubelet_client_slot),
+        (tls_dir.join("client-front-proxy.crt"), front_proxy_slot),
+    ];
+    let renewal = certificates::Renewal::new(
+        tls_dir,
+        validity,
+        pki.ca.cert_pem.clone(),
+        api_url,
+        reloadable,
+        clients,
+        kubeconfigs,
+    );
     // Supervised like the components: if renewal ends, the server stops instead of running on
     // towards expired certificates.
     let renewer = tokio::spawn(certificates::renew_periodically(renewal, cancel.clone()));

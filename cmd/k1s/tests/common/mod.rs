@@ -87,6 +87,15 @@ impl Server {
         s
     }
 
+    /// [`Server::start_controllers`] with `extra` flags.
+    pub fn start_controllers_with(extra: &[&str]) -> Server {
+        let mut s = Self::start_unspawned();
+        s.controllers = true;
+        s.extra = extra.iter().map(|s| s.to_string()).collect();
+        s.spawn();
+        s
+    }
+
     fn start_unspawned() -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("config.yaml"), "").expect("config");

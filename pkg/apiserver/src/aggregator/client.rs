@@ -32,9 +32,13 @@ pub enum ClientError {
 }
 
 /// The front proxy's client certificate and key, as rustls takes them.
-pub struct Identity {
-    chain: Vec<CertificateDer<'static>>,
-    key: PrivateKeyDer<'static>,
+pub enum Identity {
+    Fixed {
+        chain: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+    },
+    /// Whatever the slot holds at each handshake (renewed without a restart).
+    Reloadable(k1s_pki::ClientCert),
 }
 
 impl Identity {
@@ -44,7 +48,7 @@ impl Identity {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| tls("front proxy client certificate", &e))?;
         let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| tls("front proxy client key", &e))?;
-        Ok(Identity { chain, key })
+        Ok(Identity::Fixed { chain, key })
     }
 }
 
@@ -119,9 +123,10 @@ pub fn tls_config(identity: Option<&Identity>, trust: Trust<'_>) -> Result<rustl
         }
     };
     let mut cfg = match identity {
-        Some(id) => builder
-            .with_client_auth_cert(id.chain.clone(), id.key.clone_key())
+        Some(Identity::Fixed { chain, key }) => builder
+            .with_client_auth_cert(chain.clone(), key.clone_key())
             .map_err(|e| tls("front proxy client certificate", &e))?,
+        Some(Identity::Reloadable(slot)) => builder.with_client_cert_resolver(Arc::new(slot.clone())),
         None => builder.with_no_client_auth(),
     };
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];

@@ -48,6 +48,9 @@ pub struct FrontProxyConfig {
     /// The API server's client certificate under it, PEM.
     pub client_cert_pem: String,
     pub client_key_pem: String,
+    /// When set, the client certificate is taken from this slot at every handshake instead
+    /// (so that a renewed one is used without a restart).
+    pub reloadable: Option<k1s_pki::ClientCert>,
 }
 
 /// An APIService that names a Service: where its group-version is served.
@@ -131,7 +134,10 @@ impl Aggregator {
         front_proxy: Option<&FrontProxyConfig>,
     ) -> Result<Arc<Aggregator>, client::ClientError> {
         let identity = match front_proxy {
-            Some(f) => Some(client::Identity::from_pem(&f.client_cert_pem, &f.client_key_pem)?),
+            Some(f) => Some(match &f.reloadable {
+                Some(slot) => client::Identity::Reloadable(slot.clone()),
+                None => client::Identity::from_pem(&f.client_cert_pem, &f.client_key_pem)?,
+            }),
             None => None,
         };
         let a = Arc::new(Aggregator {

@@ -435,6 +435,7 @@ async fn cluster() -> Option<Cluster> {
                 ca_pem: ca.pem.clone(),
                 cert_pem: client.cert_pem,
                 key_pem: client.key_pem,
+                reloadable: None,
             }),
             front_proxy: None,
             pod_security: Default::default(),

@@ -1,6 +1,7 @@
 //! The API server's client to kubelets: HTTPS over HTTP/1.1 with the API server's kubelet
 //! client certificate, the kubelet's serving certificate verified against the cluster CA. One
-//! connection per request (streams are long-lived and logs rare), upgrades kept.
+//! connection per request (streams are long-lived and logs rare), upgrades kept; each connection
+//! presents the client certificate current at its handshake.
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response};
@@ -26,6 +27,10 @@ pub struct KubeletClientConfig {
     pub ca_pem: String,
     pub cert_pem: String,
     pub key_pem: String,
+    /// When set, the client certificate is taken from this slot at every handshake instead
+    /// (`cert_pem`/`key_pem` are then only checked), so that a renewed one is used without a
+    /// restart.
+    pub reloadable: Option<k1s_pki::ClientCert>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -71,12 +76,14 @@ impl KubeletClient {
             .collect::<Result<_, _>>()
             .map_err(|e| tls("client certificate", &e))?;
         let key = PrivateKeyDer::from_pem_slice(cfg.key_pem.as_bytes()).map_err(|e| tls("client key", &e))?;
-        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| tls("protocol versions", &e))?
-            .with_root_certificates(roots)
-            .with_client_auth_cert(chain, key)
-            .map_err(|e| tls("client certificate", &e))?;
+            .with_root_certificates(roots);
+        let mut config = match &cfg.reloadable {
+            Some(slot) => builder.with_client_cert_resolver(Arc::new(slot.clone())),
+            None => builder.with_client_auth_cert(chain, key).map_err(|e| tls("client certificate", &e))?,
+        };
         // Upgrades (SPDY, WebSocket) need HTTP/1.1.
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(KubeletClient { connector: TlsConnector::from(Arc::new(config)) })
