@@ -20,6 +20,7 @@ mod endpoint_leases;
 mod endpoints;
 pub mod error;
 mod handler;
+mod join;
 mod kubelet_proxy;
 mod lifecycle;
 mod limit_ranger;
@@ -45,6 +46,7 @@ mod virtual_resources;
 mod watch;
 mod webhooks;
 
+pub use join::JoinEndpoint;
 pub use kubelet_proxy::{KubeletClientConfig, KubeletTarget};
 pub use server::{ServeError, TlsMaterial};
 
@@ -83,6 +85,8 @@ pub struct Config {
     pub front_proxy: Option<aggregator::FrontProxyConfig>,
     /// PodSecurity admission's defaults and exemptions.
     pub pod_security: pod_security::Config,
+    /// What servers joining this one's cluster are handed; `None` refuses them.
+    pub join: Option<JoinEndpoint>,
 }
 
 /// A running API server.
@@ -171,6 +175,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         metrics_api: metrics_api::Cache::default(),
         monitoring: monitoring::Monitoring::new(config.store.clone()),
         aggregator: aggregator.clone(),
+        join: config.join.clone(),
     });
     // Warm the OpenAPI documents before the first client asks.
     tokio::task::spawn_blocking(|| {
