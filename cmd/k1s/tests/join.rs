@@ -114,6 +114,14 @@ fn a_server_joins_through_another_server_with_the_token_alone() {
     assert_eq!(v["metadata"]["name"], "made-on-second");
     assert!(second.logs().contains("fetched the cluster's key material"), "{}", common::tail(&second.logs(), 20));
 
+    // Joined once, the second server restarts while the first (which it joined through) is down.
+    let mut first = first;
+    let mut second = second;
+    first.stop();
+    second.restart();
+    second.ok(&["get", "configmap", "made-on-second"]);
+    assert!(second.logs().contains("could not reach the server this one joined through"));
+
     // A server on its embedded store has nothing to share: joining it is refused.
     let alone = Server::start_shared(&[]);
     let alone_token = token_of(&alone);

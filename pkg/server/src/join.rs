@@ -235,6 +235,28 @@ impl DatastoreInfo {
     }
 }
 
+fn datastore_path(server_dir: &Path) -> PathBuf {
+    server_dir.join("joined-datastore.json")
+}
+
+/// Keeps the datastore a server joined through another one (with its TLS key: mode 0600), so
+/// that it restarts while that server is down.
+pub fn save_datastore(server_dir: &Path, info: &DatastoreInfo) -> Result<(), JoinError> {
+    let json = serde_json::to_string(info).map_err(|e| JoinError::Damaged(e.to_string()))?;
+    k1s_pki::write_file(&datastore_path(server_dir), &json, 0o600)?;
+    Ok(())
+}
+
+/// The datastore kept by [`save_datastore`], if this server joined before.
+pub fn saved_datastore(server_dir: &Path) -> Result<Option<DatastoreInfo>, JoinError> {
+    let path = datastore_path(server_dir);
+    match std::fs::read_to_string(&path) {
+        Ok(s) => serde_json::from_str(&s).map(Some).map_err(|e| JoinError::Damaged(format!("{}: {e}", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(JoinError::Read { path, source }),
+    }
+}
+
 /// What `/v1-k1s/server-bootstrap` answers: the shared files and the datastore (`None`: the
 /// embedded store).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

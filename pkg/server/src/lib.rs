@@ -240,15 +240,28 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     if let Some(url) = &config.join_server {
         systemd::status(&format!("joining the cluster of {url}"));
         let token = token.as_ref().ok_or(join::JoinError::TokenNeededToJoin)?;
-        let bootstrap = join::fetch(url, token).await?;
-        let Some(theirs) = &bootstrap.datastore else {
-            return Err(join::JoinError::EmbeddedStore(url.clone()).into());
+        let theirs = match join::fetch(url, token).await {
+            Ok(bootstrap) => {
+                let Some(theirs) = bootstrap.datastore else {
+                    return Err(join::JoinError::EmbeddedStore(url.clone()).into());
+                };
+                join::install_shared(&tls_dir, &bootstrap.files)?;
+                join::save_datastore(&server_dir, &theirs)?;
+                tracing::info!(server = %url, "fetched the cluster's key material");
+                theirs
+            }
+            // Joined before: the server it joined through may be the one that is down.
+            Err(e) => match join::saved_datastore(&server_dir)? {
+                Some(saved) => {
+                    tracing::warn!(server = %url, error = %k1s_api::errors::chain(&e), "could not reach the server this one joined through; starting on the datastore and key material it handed out before");
+                    saved
+                }
+                None => return Err(e.into()),
+            },
         };
-        join::install_shared(&tls_dir, &bootstrap.files)?;
         if let Datastore::Embedded = datastore {
             datastore = Datastore::Etcd(theirs.install(&tls_dir)?);
         }
-        tracing::info!(server = %url, "fetched the cluster's key material");
     }
     // NamespaceLifecycle admission reads the namespace on every namespaced create.
     let opts = StoreOptions { cached_prefixes: vec!["/registry/namespaces/".into()], ..StoreOptions::default() };
