@@ -418,12 +418,8 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     }
 
     let mut reloadable = vec![(tls_dir.join("serving-kube-apiserver.crt"), serving)];
-    // etcd has snapshots of its own (`etcdctl snapshot save`); asked for one, the socket says so.
-    let snapshots = match datastore {
-        Datastore::Embedded => config.snapshots.clone(),
-        Datastore::Etcd(_) => snapshot::SnapshotConfig { schedule: None, ..config.snapshots.clone() },
-    };
-    let mut components = snapshot::start(&store, &config.data_dir, &config.node_name, &snapshots, &cancel)?;
+    // On etcd, snapshots hold etcd's own (its Maintenance API's), scheduled as well.
+    let mut components = snapshot::start(&store, &config.data_dir, &config.node_name, &config.snapshots, &cancel)?;
     components.extend(
         start_components(&config, &pki, &server_dir, &identity, &api_url, &mut reloadable, cancel.clone()).await?,
     );

@@ -38,14 +38,42 @@ impl Etcd {
         etcd
     }
 
+    /// A one-member etcd on the data `etcdctl snapshot restore` makes of the snapshot `db`
+    /// (Debian package etcd-client).
+    #[allow(dead_code)]
+    pub fn start_from_snapshot(db: &std::path::Path) -> Etcd {
+        let (client, peer) = (free_port(), free_port());
+        let dir = tempfile::tempdir().expect("tmp");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let out = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg("snapshot")
+            .arg("restore")
+            .arg(db)
+            .arg("--name=test")
+            .arg(format!("--data-dir={}", dir.path().join("data").display()))
+            .arg(format!("--initial-cluster=test={peer_url}"))
+            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+            .output()
+            .expect("etcdctl snapshot restore (Debian package etcd-client; hack/install-deps.sh)");
+        assert!(out.status.success(), "etcdctl snapshot restore: {}", String::from_utf8_lossy(&out.stderr));
+        let mut etcd = Etcd::spawn_in(dir, "test", client, peer, &format!("test={peer_url}"));
+        etcd.wait_healthy();
+        etcd
+    }
+
     /// Starts one member of the cluster `initial_cluster` (`name=peer-url,...`) without waiting.
     fn spawn(name: &str, client: u16, peer: u16, initial_cluster: &str) -> Etcd {
+        Etcd::spawn_in(tempfile::tempdir().expect("tmp"), name, client, peer, initial_cluster)
+    }
+
+    /// [`Etcd::spawn`] on the data dir `<dir>/data` (new, or restored from a snapshot).
+    fn spawn_in(dir: tempfile::TempDir, name: &str, client: u16, peer: u16, initial_cluster: &str) -> Etcd {
         let bin = std::env::var("K1S_ETCD_BIN").unwrap_or_else(|_| "/usr/bin/etcd".into());
         assert!(
             std::path::Path::new(&bin).exists(),
             "{bin} not found: the etcd backend's tests need a real etcd (Debian package etcd-server; hack/install-deps.sh)"
         );
-        let dir = tempfile::tempdir().expect("tmp");
         let url = format!("http://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
         let log = std::fs::File::create(dir.path().join("etcd.log")).expect("log file");
