@@ -22,24 +22,6 @@ fn identity(s: &Server) -> String {
     std::fs::read_to_string(s.data_dir().join("server/identity")).expect("identity").trim().to_string()
 }
 
-/// The ports of the `kubernetes` Service's EndpointSlices (one slice per API server port).
-fn api_ports(s: &Server) -> Vec<u16> {
-    let out = s.kubectl(&[
-        "get",
-        "endpointslices",
-        "-n",
-        "default",
-        "-l",
-        "kubernetes.io/service-name=kubernetes",
-        "-o",
-        "jsonpath={.items[*].ports[*].port}",
-    ]);
-    let mut ports: Vec<u16> =
-        String::from_utf8_lossy(&out.stdout).split_whitespace().filter_map(|p| p.parse().ok()).collect();
-    ports.sort();
-    ports
-}
-
 fn ready_replicas(s: &Server, name: &str) -> Option<u64> {
     let out = s.kubectl(&["get", "deployment", name, "-o", "json"]);
     if !out.status.success() {
@@ -65,15 +47,7 @@ fn two_servers_on_a_three_member_etcd_survive_losing_a_member_and_the_leader() {
             (holder(&b, lease).as_deref() == Some(b_id.as_str())).then_some(())
         });
     }
-    let token = {
-        let out = std::process::Command::new(common::k1s_bin())
-            .args(["token", "create", "-d"])
-            .arg(b.data_dir())
-            .output()
-            .expect("k1s token create");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
+    let token = common::join_token(&b);
     // A joins with B's URL and the token alone: the datastore and the CAs come from B.
     let a =
         Server::start_node_shared(&[&format!("--server=https://127.0.0.1:{}", b.port), &format!("--token={token}")]);
@@ -86,7 +60,7 @@ fn two_servers_on_a_three_member_etcd_survive_losing_a_member_and_the_leader() {
     let mut both = vec![a.port, b.port];
     both.sort();
     eventually(Duration::from_secs(20), "both API servers in the kubernetes Service", || {
-        (api_ports(&a) == both && api_ports(&b) == both).then_some(())
+        (common::kubernetes_api_ports(&a) == both && common::kubernetes_api_ports(&b) == both).then_some(())
     });
     let nodes = b.json(&["get", "nodes", "-o", "json"]);
     assert_eq!(nodes["items"].as_array().map(Vec::len), Some(1), "A's node through B: {nodes}");
@@ -124,7 +98,7 @@ fn two_servers_on_a_three_member_etcd_survive_losing_a_member_and_the_leader() {
 
     // B's endpoint lease expires: the kubernetes Service lists A alone.
     eventually(Duration::from_secs(40), "the dead server dropped from the kubernetes Service", || {
-        (api_ports(&a) == vec![a.port]).then_some(())
+        (common::kubernetes_api_ports(&a) == vec![a.port]).then_some(())
     });
     drop(b);
 }

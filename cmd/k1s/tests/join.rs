@@ -8,16 +8,6 @@ mod common;
 
 use common::{server_refuses, Etcd, Server};
 
-fn token_of(s: &Server) -> String {
-    let out = std::process::Command::new(common::k1s_bin())
-        .args(["token", "create", "-d"])
-        .arg(s.data_dir())
-        .output()
-        .expect("k1s token create");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 fn ca_of(s: &Server) -> String {
     std::fs::read_to_string(s.data_dir().join("server/tls/server-ca.crt")).expect("CA")
 }
@@ -27,7 +17,7 @@ fn servers_on_one_etcd_share_the_cluster_with_the_token() {
     let etcd = Etcd::start();
     let datastore = format!("--datastore-endpoint={}", etcd.url);
     let first = Server::start_shared(&[&datastore]);
-    let token = token_of(&first);
+    let token = common::join_token(&first);
     assert!(token.starts_with("K10") && token.contains("::server:"), "{token}");
     let mode = std::os::unix::fs::PermissionsExt::mode(
         &std::fs::metadata(first.data_dir().join("server/token")).expect("token file").permissions(),
@@ -48,7 +38,7 @@ fn servers_on_one_etcd_share_the_cluster_with_the_token() {
     // With it, the second server has the same CA and serves the same objects.
     let second = Server::start_shared(&[&datastore, &format!("--token={token}")]);
     assert_eq!(ca_of(&second), ca_of(&first));
-    assert_eq!(token_of(&second), token);
+    assert_eq!(common::join_token(&second), token);
     first.ok(&["create", "namespace", "shared"]);
     first.ok(&["create", "configmap", "made-on-first", "-n", "shared", "--from-literal=k=v"]);
     common::eventually(std::time::Duration::from_secs(10), "the ConfigMap through the second server", || {
@@ -84,7 +74,7 @@ fn servers_on_one_etcd_share_the_cluster_with_the_token() {
     // The first server, started without --token, restarts on the token it keeps.
     let mut first = first;
     first.restart();
-    assert_eq!(token_of(&first), token);
+    assert_eq!(common::join_token(&first), token);
     assert_eq!(ca_of(&first), ca_of(&second));
     drop(etcd);
 }
@@ -93,7 +83,7 @@ fn servers_on_one_etcd_share_the_cluster_with_the_token() {
 fn a_server_joins_through_another_server_with_the_token_alone() {
     let etcd = Etcd::start();
     let first = Server::start_shared(&[&format!("--datastore-endpoint={}", etcd.url)]);
-    let token = token_of(&first);
+    let token = common::join_token(&first);
     let url = format!("--server=https://127.0.0.1:{}", first.port);
 
     // The CA is public; the bootstrap data is not.
@@ -124,7 +114,7 @@ fn a_server_joins_through_another_server_with_the_token_alone() {
 
     // A server on its embedded store has nothing to share: joining it is refused.
     let alone = Server::start_shared(&[]);
-    let alone_token = token_of(&alone);
+    let alone_token = common::join_token(&alone);
     let log =
         server_refuses(&[&format!("--server=https://127.0.0.1:{}", alone.port), &format!("--token={alone_token}")]);
     assert!(log.contains("keeps its state in its embedded store"), "{log}");

@@ -553,6 +553,38 @@ impl Drop for Server {
     }
 }
 
+/// The join token of the server `s` (`k1s token create`).
+pub fn join_token(s: &Server) -> String {
+    let out =
+        Command::new(k1s_bin()).args(["token", "create", "-d"]).arg(s.data_dir()).output().expect("k1s token create");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The ports of the `kubernetes` Service's EndpointSlices (one slice per API server port),
+/// sorted.
+pub fn kubernetes_api_ports(s: &Server) -> Vec<u16> {
+    let v = s.json(&[
+        "get",
+        "endpointslices",
+        "-n",
+        "default",
+        "-l",
+        "kubernetes.io/service-name=kubernetes",
+        "-o",
+        "json",
+    ]);
+    let mut ports: Vec<u16> = v["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|i| i["ports"].as_array().cloned().unwrap_or_default())
+        .filter_map(|p| p["port"].as_u64().and_then(|p| u16::try_from(p).ok()))
+        .collect();
+    ports.sort();
+    ports
+}
+
 /// Runs `k1s server` (API only, in a temp data dir) with `extra`, expecting it to refuse to
 /// start: returns its log once it exited non-zero (within 60 s).
 pub fn server_refuses(extra: &[&str]) -> String {
