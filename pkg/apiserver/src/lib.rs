@@ -248,18 +248,11 @@ async fn bootstrap_services(registry: &Registry, cidr: service_alloc::Cidr, endp
 
 async fn refresh_target_port(registry: &Registry, port: u16) {
     let Some(info) = k1s_api::resources::find("", "v1", "services") else { return };
-    let user = auth::UserInfo::new("system:apiserver", &["system:masters"]);
+    let user = Registry::server_user();
     let patch = json!({"spec": {"ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]}});
-    let mut ctx = registry::Ctx {
-        user: &user,
-        info,
-        namespace: Some("default"),
-        subresource: None,
-        dry_run: false,
-        field_manager: "kube-apiserver".into(),
-        field_validation: registry::FieldValidation::Ignore,
-        warnings: Vec::new(),
-    };
+    let mut ctx = Registry::server_ctx(&user, info, Some("default"));
+    ctx.field_manager = "kube-apiserver".into();
+    ctx.field_validation = registry::FieldValidation::Ignore;
     if let Err(e) = registry.patch(&mut ctx, "kubernetes", registry::PatchType::Merge, patch, false).await {
         tracing::warn!(error = %e, "refreshing the kubernetes Service's target port failed");
     }
