@@ -18,6 +18,8 @@
 //!    at once (`K1S_BENCH_WATCH_LOAD`, default 2,000). Latency: event received − create sent,
 //!    and event received − create acknowledged (negative when the event arrives first).
 //!
+//! `K1S_BENCH_PERF_DIR=DIR` records a `perf record -g` profile of each server during its creates.
+//!
 //! A final table compares the three and says whether the targets are met. Numbers are
 //! printed, never asserted; a lost watch event or a failed request fails the bench.
 
@@ -161,6 +163,7 @@ fn api_backend(
     let conns = rt.block_on(server.connect_n(conns_wanted));
     println!("start to ready: {:?}", server.ready_after);
     let etcd_before = etcd_pid.map(|p| cpu_time(&p.to_string()));
+    let perf = perf_start(&server.pid(), if etcd_pid.is_some() { "etcd" } else { "rocksdb" });
     let creates = run(
         &rt,
         &conns,
@@ -170,6 +173,7 @@ fn api_backend(
         Arc::new(|c, i| post_json("/api/v1/namespaces/default/configmaps", configmap(&format!("bench-{c}-{i}")))),
     );
     let etcd_cpu = etcd_pid.zip(etcd_before).map(|(p, before)| cpu_time(&p.to_string()) - before);
+    perf_stop(perf);
     creates.print(&format!("API creates ({CLIENTS} clients on {conns_wanted} connections)"), "create");
     if let Some(cpu) = etcd_cpu {
         println!("etcd CPU per create: {:.0} µs", creates.per_request(cpu));
@@ -189,6 +193,30 @@ fn api_backend(
     let load = watch_latency(&rt, &server, &conns, ns, "load", CLIENTS, watch_load);
     load.print(&format!("watch latency, {watch_load} creates by {CLIENTS} clients at once"));
     BackendResult { creates, etcd_cpu, watch_seq: seq, watch_load: load }
+}
+
+/// With `K1S_BENCH_PERF_DIR`, a `perf record -g` of the server while it serves the creates,
+/// written to `<dir>/<label>.data` (read it with `perf report -i`).
+fn perf_start(pid: &str, label: &str) -> Option<std::process::Child> {
+    let dir = std::env::var("K1S_BENCH_PERF_DIR").ok()?;
+    let out = format!("{dir}/{label}.data");
+    let child = Command::new("perf")
+        .args(["record", "-g", "-o", &out, "-p", pid])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("K1S_BENCH_PERF_DIR is set but perf does not run: {e}"));
+    // perf needs a moment to attach.
+    std::thread::sleep(Duration::from_millis(500));
+    println!("perf record of the server into {out}");
+    Some(child)
+}
+
+fn perf_stop(perf: Option<std::process::Child>) {
+    if let Some(mut child) = perf {
+        let _ = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+        let _ = child.wait();
+    }
 }
 
 /// The resourceVersion of the ConfigMaps of `ns` now (a watch from it gets only later events).
