@@ -95,3 +95,11 @@ pub fn post_json(path: &str, body: String) -> (http::Request<()>, Bytes) {
         .header("content-length", body.len());
     (head.body(()).expect("request"), Bytes::from(body))
 }
+
+/// Sends a request without a body and returns its status and the body as it streams (a watch).
+pub async fn open_stream(conn: &Conn, head: http::Request<()>) -> (http::StatusCode, h2::RecvStream) {
+    let mut send = conn.clone().ready().await.expect("ready");
+    let (reply, _) = send.send_request(head, true).expect("send");
+    let reply = reply.await.expect("reply");
+    (reply.status(), reply.into_body())
+}

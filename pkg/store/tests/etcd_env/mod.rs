@@ -106,6 +106,12 @@ impl Etcd {
         }
     }
 
+    /// The etcd process's id (benchmarks read its CPU time).
+    #[allow(dead_code)]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("etcd.log")).unwrap_or_default()
     }
