@@ -57,7 +57,10 @@ EOF
   if pid=$(our_pid); then
     die "pid $pid (from $PIDFILE) is running but http://$ADDR/v2/ does not answer; see $LOG"
   fi
-  setsid docker-registry serve "$CONFIG" >>"$LOG" 2>&1 </dev/null &
+  # Only stdio is inherited: a lock held by whoever started it (`flock /tmp/k1s-e2e.lock ...`)
+  # must not live on in the daemon.
+  python3 -c 'import os, sys; os.closerange(3, 1024); os.execvp(sys.argv[1], sys.argv[1:])' \
+    setsid docker-registry serve "$CONFIG" >>"$LOG" 2>&1 </dev/null &
   echo $! >"$PIDFILE"
   local pid=$!
   for _ in $(seq 1 100); do
