@@ -68,6 +68,42 @@ fn storage(op: &'static str) -> impl Fn(tonic::Status) -> StoreError {
     move |s| StoreError::Storage { op, message: format!("etcd: {}", s.message()) }
 }
 
+/// Whether a failed call never reached etcd: the connection to the member the balancer picked
+/// could not be made (that member is down). Such a call is safe to send again, and the balancer
+/// picks again; anything else may have been applied and is reported as it is.
+fn not_sent(s: &tonic::Status) -> bool {
+    s.code() == tonic::Code::Unavailable && {
+        let m = s.message();
+        m.contains("tcp connect error") || m.contains("error trying to connect") || m.contains("Connection refused")
+    }
+}
+
+/// How often a call that never reached etcd is sent again (see [`not_sent`]).
+const UNSENT_ATTEMPTS: u32 = 6;
+
+/// Runs `call` until it reached etcd (at most [`UNSENT_ATTEMPTS`] times, backing off from 20 ms):
+/// with one member of a cluster down, calls the balancer sends its way fail to connect, as
+/// etcd's own client retries them on another member.
+async fn until_sent<T, F, Fut>(mut call: F) -> Result<T, tonic::Status>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, tonic::Status>>,
+{
+    let mut pause = Duration::from_millis(20);
+    let mut attempt = 1;
+    loop {
+        match call().await {
+            Err(s) if not_sent(&s) && attempt < UNSENT_ATTEMPTS => {
+                tracing::debug!(attempt, error = %s.message(), "an etcd member could not be reached; sending again");
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+                attempt += 1;
+            }
+            r => return r,
+        }
+    }
+}
+
 fn rev(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
@@ -179,8 +215,13 @@ impl EtcdStore {
         // etcd's snapshot messages carry no revision: every write this server saw before it asks
         // is in the snapshot.
         let revision = self.current_revision();
-        let mut stream =
-            self.inner.maintenance.clone().snapshot(pb::SnapshotRequest {}).await.map_err(&err)?.into_inner();
+        let mut stream = until_sent(|| {
+            let mut c = self.inner.maintenance.clone();
+            async move { c.snapshot(pb::SnapshotRequest {}).await }
+        })
+        .await
+        .map_err(&err)?
+        .into_inner();
         while let Some(msg) = stream.message().await.map_err(&err)? {
             out.write_all(&msg.blob)
                 .await
@@ -334,7 +375,13 @@ impl EtcdStore {
             });
         }
         let started = Instant::now();
-        let resp = self.inner.kv.clone().txn(req).await.map_err(storage("txn"))?.into_inner();
+        let resp = until_sent(|| {
+            let (mut c, req) = (self.inner.kv.clone(), req.clone());
+            async move { c.txn(req).await }
+        })
+        .await
+        .map_err(storage("txn"))?
+        .into_inner();
         let at = rev(resp.header.as_ref().map_or(0, |h| h.revision));
         if !resp.succeeded {
             return Err(self.failure(&ops, resp.responses).await);
@@ -417,7 +464,12 @@ impl EtcdStore {
             return Ok(());
         }
         let req = pb::CompactionRequest { revision: irev(r), physical: false };
-        if let Err(s) = self.inner.kv.clone().compact(req).await {
+        if let Err(s) = until_sent(|| {
+            let (mut c, req) = (self.inner.kv.clone(), req);
+            async move { c.compact(req).await }
+        })
+        .await
+        {
             // Another server sharing the etcd compacted it first.
             if !s.message().contains("compacted") {
                 return Err(storage("compact")(s));
@@ -620,7 +672,13 @@ async fn load(kv: &mut KvClient<Channel>, root: &str) -> Result<(BTreeMap<String
             revision: irev(at),
             ..Default::default()
         };
-        let resp = kv.range(req).await.map_err(storage("load"))?.into_inner();
+        let resp = until_sent(|| {
+            let (mut c, req) = (kv.clone(), req.clone());
+            async move { c.range(req).await }
+        })
+        .await
+        .map_err(storage("load"))?
+        .into_inner();
         if at == 0 {
             at = rev(resp.header.as_ref().map_or(0, |h| h.revision));
         }
@@ -870,5 +928,38 @@ async fn watch_once(
             let events: Vec<Event> = resp.events.into_iter().filter_map(|e| event(&root, e)).collect();
             strong.apply(events);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn only_calls_that_never_reached_etcd_are_sent_again() {
+        assert!(not_sent(&tonic::Status::unavailable("tcp connect error")));
+        assert!(!not_sent(&tonic::Status::unavailable("etcdserver: leader changed")), "may have been applied");
+        assert!(!not_sent(&tonic::Status::deadline_exceeded("tcp connect error")));
+        let calls = std::sync::atomic::AtomicU32::new(0);
+        let r: Result<u32, tonic::Status> = until_sent(|| {
+            let n = calls.fetch_add(1, Ordering::Relaxed) + 1;
+            async move {
+                if n < 3 {
+                    Err(tonic::Status::unavailable("tcp connect error"))
+                } else {
+                    Ok(n)
+                }
+            }
+        })
+        .await;
+        assert_eq!(r.expect("sent on the third attempt"), 3);
+        calls.store(0, Ordering::Relaxed);
+        let r: Result<u32, tonic::Status> = until_sent(|| {
+            calls.fetch_add(1, Ordering::Relaxed);
+            async { Err(tonic::Status::unavailable("etcdserver: request timed out")) }
+        })
+        .await;
+        assert!(r.is_err());
+        assert_eq!(calls.load(Ordering::Relaxed), 1, "an ambiguous failure is not sent again");
     }
 }
