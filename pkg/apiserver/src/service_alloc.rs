@@ -172,7 +172,7 @@ impl Stored {
             Slot::Ip(_) => {
                 let r = v.pointer("/spec/parentRef");
                 let is_service = r.is_some_and(|r| {
-                    r.get("group").and_then(Value::as_str).unwrap_or("") == ""
+                    r.get("group").and_then(Value::as_str).unwrap_or("").is_empty()
                         && r.get("resource").and_then(Value::as_str) == Some("services")
                 });
                 let owner = r.filter(|_| is_service).map(|r| Owner {

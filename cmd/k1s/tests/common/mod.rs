@@ -4,7 +4,7 @@
 
 // The same etcd harness as the store's contract tests.
 #[path = "../../../../pkg/store/tests/etcd_env/mod.rs"]
-mod etcd;
+pub mod etcd;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -559,5 +559,30 @@ pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Optio
         }
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+impl Server {
+    /// The API server alone (`--disable-agent`, no controllers) on a datastore another server
+    /// may share (`--datastore-endpoint=endpoint`), whatever `K1S_TEST_DATASTORE` says, with
+    /// extra flags and environment.
+    pub fn start_on_datastore(endpoint: &str, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("config.yaml"), "").expect("config");
+        std::fs::create_dir_all(dir.path().join("home")).expect("home");
+        let mut s = Server {
+            dir,
+            child: None,
+            port: 0,
+            extra: std::iter::once(format!("--datastore-endpoint={endpoint}"))
+                .chain(extra.iter().map(|s| s.to_string()))
+                .collect(),
+            agent: false,
+            controllers: false,
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            etcd: None,
+        };
+        s.spawn();
+        s
     }
 }

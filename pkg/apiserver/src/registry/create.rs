@@ -125,6 +125,9 @@ impl Registry {
         match self.create(&mut Self::server_ctx(&user, info, ns.as_deref()), obj).await {
             Ok(_) => Ok(()),
             Err(e) if e.code == 409 => Ok(()),
+            // Another API server on the same store created it first (a Service's address is
+            // then already allocated rather than the name taken, when it reserved first).
+            Err(_) if self.get(info, ns.as_deref(), &name).is_ok() => Ok(()),
             Err(e) => Err(e),
         }
     }
