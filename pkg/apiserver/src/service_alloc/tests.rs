@@ -183,3 +183,27 @@ async fn repair_reserves_what_services_hold_and_frees_leaks_after_the_grace_peri
     assert_eq!(reserved_keys(&st, IP_PREFIX), vec![format!("{IP_PREFIX}10.43.0.9")], "{lost_ip} was freed");
     assert_eq!(a.repair_at(later).await.expect("repair"), Repaired::default(), "nothing left to repair");
 }
+
+#[tokio::test]
+async fn an_update_to_external_name_frees_the_cluster_ip_and_one_back_allocates_one() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let st = store(&dir);
+    let a = alloc_on(&st, "10.43.0.0/16");
+    let mut s = svc("flip", json!({"ports": [{"port": 80}]}));
+    a.allocate_create(&mut s, false).await.expect("create");
+    let ip = s["spec"]["clusterIP"].as_str().expect("ip").to_string();
+    // The strategy clears the addresses of a Service that becomes ExternalName.
+    let external = svc("flip", json!({"type": "ExternalName", "externalName": "example.com", "ports": [{"port": 80}]}));
+    let (taken, freed) = a.allocate_update(&mut external.clone(), &s, false).await.expect("to ExternalName");
+    assert!(taken.slots().is_empty());
+    let v4: Ipv4Addr = ip.parse().expect("ipv4");
+    assert_eq!(freed, vec![Slot::Ip(u32::from(v4))]);
+    a.release_owned(&Owner::of(&s), &freed).await;
+    assert!(reserved_keys(&st, IP_PREFIX).is_empty(), "the IPAddress went with the update");
+    let mut back = svc("flip", json!({"type": "ClusterIP", "ports": [{"port": 80}]}));
+    let (taken, freed) = a.allocate_update(&mut back, &external, false).await.expect("back to ClusterIP");
+    assert!(freed.is_empty());
+    assert_eq!(taken.slots().len(), 1);
+    assert!(back["spec"]["clusterIP"].as_str().is_some_and(|ip| ip.starts_with("10.43.")), "{back}");
+    assert_eq!(reserved_keys(&st, IP_PREFIX).len(), 1);
+}
