@@ -148,6 +148,12 @@ fn two_api_servers_on_one_etcd_never_hand_out_the_same_cluster_ip_or_node_port()
     let mut del = vec!["delete", "service"];
     del.extend(gone.iter().map(String::as_str));
     a.ok(&del);
+    // The other server reads the store through its watch: wait until it has seen the
+    // deletions (the IPAddress objects go right after their Services, in the same request).
+    let left = used.len() - 10;
+    eventually(Duration::from_secs(10), "the other server to see the addresses freed", || {
+        (b.json(&["get", "ipaddresses"])["items"].as_array().map(Vec::len) == Some(left)).then_some(())
+    });
     let jobs = (0..10)
         .map(|i| {
             (&b, vec!["create".into(), "service".into(), "clusterip".into(), format!("again{i}"), "--tcp=80".into()])
@@ -186,6 +192,12 @@ fn two_api_servers_on_one_etcd_never_hand_out_the_same_cluster_ip_or_node_port()
     });
     // Freed through the server that did not create it, taken again through the other.
     a.ok(&["delete", "service", winner.trim_start_matches("default/")]);
-    b.ok(&["create", "service", "nodeport", "fixed-again", "--tcp=80", "--node-port=30555"]);
+    // (Again within the other server's watch latency.)
+    eventually(Duration::from_secs(10), "NodePort 30555 through the other server", || {
+        b.kubectl(&["create", "service", "nodeport", "fixed-again", "--tcp=80", "--node-port=30555"])
+            .status
+            .success()
+            .then_some(())
+    });
     assert_unique(&addresses(&a));
 }
