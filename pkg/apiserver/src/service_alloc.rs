@@ -473,6 +473,11 @@ impl ServiceAllocator {
             let mut full = None;
             {
                 let mut c = self.cache()?;
+                // What is picked already (explicit asks first) before any automatic pick, so
+                // that no automatic pick takes a port another ask of the same write names.
+                for s in picked.iter().flatten() {
+                    c.insert(*s);
+                }
                 for (ask, pick) in asks.iter().zip(picked.iter_mut()) {
                     if pick.is_none() {
                         *pick = match ask {

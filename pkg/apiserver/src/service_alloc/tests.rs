@@ -207,3 +207,23 @@ async fn an_update_to_external_name_frees_the_cluster_ip_and_one_back_allocates_
     assert!(back["spec"]["clusterIP"].as_str().is_some_and(|ip| ip.starts_with("10.43.")), "{back}");
     assert_eq!(reserved_keys(&st, IP_PREFIX).len(), 1);
 }
+
+#[tokio::test]
+async fn an_automatic_node_port_never_takes_one_a_later_port_of_the_same_service_names() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let a = alloc_on(&store(&dir), "10.43.0.0/16");
+    // Leave exactly one free port before the named one, so the automatic pick would land on it.
+    {
+        let mut c = a.cache().expect("cache");
+        c.seeded = true;
+        c.ports = (NODE_PORT_MIN..=NODE_PORT_MAX).filter(|p| *p != 30100 && *p != 30101).collect();
+        c.next_port = 30100;
+    }
+    let mut s = svc(
+        "two",
+        json!({"type": "NodePort", "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 81, "nodePort": 30100}]}),
+    );
+    a.allocate_create(&mut s, false).await.expect("both ports");
+    assert_eq!(s["spec"]["ports"][0]["nodePort"], 30101);
+    assert_eq!(s["spec"]["ports"][1]["nodePort"], 30100);
+}
