@@ -2,7 +2,7 @@
 # Installs what k1s and its tests need on a fresh Debian/Ubuntu machine (idempotent).
 set -euo pipefail
 PKGS=(containerd runc containernetworking-plugins nftables conntrack iproute2 skopeo umoci busybox-static
-      docker-registry libclang-dev curl ca-certificates lintian etcd-server)
+      docker-registry libclang-dev curl ca-certificates lintian etcd-server etcd-client)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -15,6 +15,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 mod snapshot;
+mod token;
 mod uninstall;
 
 const DEFAULT_CONFIG: &str = "/etc/k1s/config.yaml";
@@ -51,6 +52,8 @@ enum Command {
     Snapshot(snapshot::SnapshotArgs),
     /// Import image archives into the node's containerd, or save images from registries into one.
     Images(images::ImagesArgs),
+    /// Print the token other servers join this cluster with.
+    Token(token::TokenArgs),
 }
 
 #[derive(Args, Debug)]
@@ -168,6 +171,18 @@ struct ServerArgs {
     /// kube-apiserver's); lets several clusters share one etcd.
     #[arg(long, env = "K1S_DATASTORE_PREFIX", default_value = "")]
     datastore_prefix: String,
+    /// (cluster) Shared secret that joins servers to this cluster: `K10<ca-hash>::server:<secret>`
+    /// as `k1s token create` prints it, or a bare secret; default: the one kept in the data dir,
+    /// or a new one.
+    #[arg(long, env = "K1S_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// (cluster) Read the token from this file.
+    #[arg(long, env = "K1S_TOKEN_FILE", conflicts_with = "token")]
+    token_file: Option<PathBuf>,
+    /// (cluster) Join the cluster of the server at this URL (https://HOST:6443); needs --token.
+    /// The key material and the datastore come from that server.
+    #[arg(long, env = "K1S_URL")]
+    server: Option<String>,
     /// (db) Cron schedule of store snapshots (5 fields, UTC).
     #[arg(long, env = "K1S_SNAPSHOT_SCHEDULE_CRON", default_value = "0 */12 * * *")]
     snapshot_schedule_cron: String,
@@ -260,6 +275,20 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
             })
         }
     };
+    let token = match (&a.token, &a.token_file) {
+        (Some(t), _) => Some(t.clone()),
+        (None, Some(f)) => Some(std::fs::read_to_string(f).with_context(|| format!("--token-file {}", f.display()))?),
+        (None, None) => None,
+    };
+    let token = token.map(|t| t.parse::<k1s_server::join::Token>()).transpose().context("--token")?;
+    if let Some(url) = &a.server {
+        if !url.starts_with("https://") {
+            bail!("--server {url:?}: expected https://HOST:PORT");
+        }
+        if token.is_none() {
+            bail!("--server needs --token (`k1s token create` on that server prints it)");
+        }
+    }
     let container_logs = k1s_server::ContainerLogRotation::new(
         &a.container_log_max_size,
         a.container_log_max_files,
@@ -318,6 +347,8 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
         test_cert_validity: a.test_cert_validity,
         snapshots,
         datastore,
+        token,
+        join_server: a.server,
     })
 }
 
@@ -340,6 +371,7 @@ fn main() -> Result<()> {
         Command::Certificate(args) => certificate::run(args),
         Command::Snapshot(args) => snapshot::run(args),
         Command::Images(args) => images::run(args),
+        Command::Token(args) => token::run(args),
         Command::Server(args) => {
             if let Some(file) = &args.cluster_reset_restore_path {
                 if args.datastore_endpoint.is_some() {

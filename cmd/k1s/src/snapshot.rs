@@ -1,4 +1,4 @@
-//! `k1s snapshot save|ls|delete` and `k1s server --cluster-reset-restore-path`: argument parsing
+//! `k1s snapshot save|ls|delete|extract` and `k1s server --cluster-reset-restore-path`: argument parsing
 //! and printing only; the work is in `k1s_server::snapshot`.
 
 use anyhow::{Context, Result};
@@ -34,6 +34,14 @@ enum SnapshotCommand {
         #[arg(required = true)]
         names: Vec<String>,
     },
+    /// Write out the etcd database of a snapshot taken on etcd (checksum checked first), for
+    /// `etcdctl snapshot restore` / `etcdutl snapshot restore`.
+    Extract {
+        /// The snapshot: a path, or a name in the snapshot folder.
+        snapshot: PathBuf,
+        /// The etcd database file to write (must not exist).
+        out: PathBuf,
+    },
 }
 
 pub fn run(args: SnapshotArgs) -> Result<()> {
@@ -58,20 +66,34 @@ pub fn run(args: SnapshotArgs) -> Result<()> {
         }
         SnapshotCommand::Ls => {
             let list = k1s_server::snapshot::list(&dir).with_context(|| format!("listing {}", dir.display()))?;
-            println!("{:<48} {:>10} {:>12} {:<21} VERSION", "NAME", "REVISION", "SIZE", "CREATED");
+            println!("{:<48} {:>10} {:>12} {:<21} {:<8} VERSION", "NAME", "REVISION", "SIZE", "CREATED", "STORE");
             for l in list {
                 match l.manifest {
                     Ok(m) => println!(
-                        "{:<48} {:>10} {:>12} {:<21} {}",
+                        "{:<48} {:>10} {:>12} {:<21} {:<8} {}",
                         l.name,
                         m.revision,
                         l.size,
                         k1s_server::cron::format_utc(m.created_unix),
+                        m.backend,
                         m.k1s_version
                     ),
                     Err(e) => println!("{:<48} {:>10} {:>12} unreadable: {e}", l.name, "-", l.size),
                 }
             }
+            Ok(())
+        }
+        SnapshotCommand::Extract { snapshot, out } => {
+            let file = if snapshot.exists() { snapshot } else { dir.join(&snapshot) };
+            let m = k1s_server::snapshot::extract(&file, &out)
+                .with_context(|| format!("extracting {} into {}", file.display(), out.display()))?;
+            println!(
+                "wrote etcd's database of {} (revision {}) to {}; restore it with `etcdctl snapshot restore {}`",
+                file.display(),
+                m.revision,
+                out.display(),
+                out.display()
+            );
             Ok(())
         }
         SnapshotCommand::Delete { names } => {

@@ -78,14 +78,48 @@ fn a_restarted_server_on_etcd_keeps_objects_and_resumes_a_watch_from_before_the_
 }
 
 #[test]
-fn snapshot_save_on_etcd_is_refused_with_a_pointer_to_etcds_own() {
-    let s = Server::start_on_etcd(&[]);
-    let out = Command::new(common::k1s_bin())
-        .args(["snapshot", "save"])
-        .arg(format!("--data-dir={}", s.data_dir().display()))
-        .output()
-        .expect("k1s snapshot save");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("etcdctl snapshot save"), "{err}");
+fn snapshots_on_etcd_hold_etcds_own_which_etcdctl_restores() {
+    let mut s = Server::start_on_etcd(&[]);
+    s.ok(&["create", "configmap", "before"]);
+    let k1s = |args: &[&str]| {
+        let out = Command::new(common::k1s_bin()).args(args).output().expect("k1s");
+        (
+            out.status.success(),
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+        )
+    };
+    let data_dir = format!("--data-dir={}", s.data_dir().display());
+    let (ok, out) = k1s(&["snapshot", "save", &data_dir]);
+    assert!(ok, "{out}");
+    let path = out.split_whitespace().nth(2).expect("saved snapshot PATH").to_string();
+    let (ok, list) = k1s(&["snapshot", "ls", &data_dir]);
+    assert!(ok && list.contains(" etcd "), "{list}");
+    s.ok(&["create", "configmap", "after"]);
+
+    // The embedded store's restore refuses it and says what to do instead.
+    let elsewhere = tempfile::tempdir().expect("tmp");
+    let (ok, out) = k1s(&[
+        "server",
+        &format!("--data-dir={}", elsewhere.path().display()),
+        &format!("--cluster-reset-restore-path={path}"),
+    ]);
+    assert!(!ok && out.contains("is of etcd") && out.contains("k1s snapshot extract"), "{out}");
+
+    // Its database is etcd's own: etcdctl restores it into a new etcd, where a server (with the
+    // cluster's token) finds the objects of before the snapshot and not those of after.
+    let db = elsewhere.path().join("restore.db");
+    let (ok, out) = k1s(&["snapshot", "extract", &path, &db.display().to_string()]);
+    assert!(ok, "{out}");
+    let (ok, token) = k1s(&["token", "create", &data_dir]);
+    assert!(ok, "{token}");
+    s.stop();
+    let restored = common::Etcd::start_from_snapshot(&db);
+    let t = Server::start_shared(&[
+        &format!("--datastore-endpoint={}", restored.url),
+        &format!("--token={}", token.trim()),
+    ]);
+    t.ok(&["get", "configmap", "before"]);
+    assert!(!t.kubectl(&["get", "configmap", "after"]).status.success(), "written after the snapshot");
+    drop(t);
+    drop(restored);
 }

@@ -6,8 +6,7 @@
 mod common;
 
 // The etcd both servers share: the store's etcd harness, as the common harness includes it.
-use common::etcd as etcd_env;
-use common::{eventually, Server};
+use common::{eventually, Etcd, Server};
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Output;
 use std::time::Duration;
@@ -16,7 +15,7 @@ const CIDR: &str = "10.43.0.0/27";
 const FULL: &str = "Internal error occurred: failed to allocate a serviceIP: range is full";
 const PORT_TAKEN: &str = "provided port is already allocated";
 
-fn start_pair(etcd: &etcd_env::Etcd) -> (Server, Server) {
+fn start_pair(etcd: &Etcd) -> (Server, Server) {
     let flags = [&format!("--service-cidr={CIDR}") as &str];
     let env = [("K1S_TOKEN", "k1s-test-token")];
     let a = Server::start_on_datastore(&etcd.url, &flags, &env);
@@ -87,7 +86,7 @@ fn pool() -> BTreeSet<String> {
 
 #[test]
 fn two_api_servers_on_one_etcd_never_hand_out_the_same_cluster_ip_or_node_port() {
-    let etcd = etcd_env::Etcd::start();
+    let etcd = Etcd::start();
     let (a, b) = start_pair(&etcd);
     let before = assert_unique(&addresses(&a));
     let free = pool().difference(&before).count();

@@ -19,10 +19,15 @@ fn identity(s: &Server) -> String {
     std::fs::read_to_string(s.data_dir().join("server").join("identity")).expect("server identity").trim().to_string()
 }
 
+/// Now as a Lease's MicroTime (`2026-12-04T22:00:00.123456Z`).
+fn micro_now() -> String {
+    let date = std::process::Command::new("date").args(["-u", "+%Y-%m-%dT%H:%M:%S.%6NZ"]).output().expect("date");
+    String::from_utf8_lossy(&date.stdout).trim().to_string()
+}
+
 /// Writes the Lease as held by `who`, renewed now (what a live leader elsewhere does).
 fn renew_as(s: &Server, who: &str) {
-    let date = std::process::Command::new("date").args(["-u", "+%Y-%m-%dT%H:%M:%S.%6NZ"]).output().expect("date");
-    let now = String::from_utf8_lossy(&date.stdout).trim().to_string();
+    let now = micro_now();
     let patch = format!(r#"{{"spec":{{"holderIdentity":"{who}","renewTime":"{now}","leaseDurationSeconds":15}}}}"#);
     s.ok(&["patch", "lease", "-n", "kube-system", LEASE, "--type", "merge", "-p", &patch]);
 }
@@ -134,8 +139,7 @@ fn the_kubernetes_endpoints_follow_the_api_servers_leases() {
     // Another live API server (its lease renewed) joins the endpoints; once it stops renewing,
     // its lease expires and it is dropped.
     let other = "10.0.0.9";
-    let date = std::process::Command::new("date").args(["-u", "+%Y-%m-%dT%H:%M:%S.%6NZ"]).output().expect("date");
-    let now = String::from_utf8_lossy(&date.stdout).trim().to_string();
+    let now = micro_now();
     let name = format!("apiserver-endpoint-10-0-0-9-{own_port}");
     let lease = format!(
         r#"{{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{{"name":"{name}","namespace":"kube-system","labels":{{"k1s.io/apiserver-endpoint":"true"}}}},"spec":{{"holderIdentity":"{other}:{own_port}","leaseDurationSeconds":15,"renewTime":"{now}"}}}}"#
@@ -158,29 +162,8 @@ fn the_kubernetes_endpoints_follow_the_api_servers_leases() {
     let old_port = s.port;
     s.crash_and_restart();
     assert_ne!(s.port, old_port, "the harness picks a new port");
-    let ports = || {
-        let v = s.json(&[
-            "get",
-            "endpointslices",
-            "-n",
-            "default",
-            "-l",
-            "kubernetes.io/service-name=kubernetes",
-            "-o",
-            "json",
-        ]);
-        let mut ports: Vec<u64> = v["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|i| i["ports"].as_array().cloned().unwrap_or_default())
-            .filter_map(|p| p["port"].as_u64())
-            .collect();
-        ports.sort();
-        ports
-    };
-    let want = vec![u64::from(s.port)];
+    let want = vec![s.port];
     eventually(Duration::from_secs(5), "only the new port, well before the old lease would expire", || {
-        (ports() == want).then_some(())
+        (common::kubernetes_api_ports(&s) == want).then_some(())
     });
 }

@@ -17,6 +17,13 @@ use tracing::Instrument;
 pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>, peer: Arc<Peer>) -> Response<Body> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
+    // Joining servers authenticate with the join token, not as users.
+    if let Some(join) = &state.join {
+        if let Some(resp) = crate::join::serve(join, &method, &path, req.headers()) {
+            discard(req).await;
+            return resp;
+        }
+    }
     let query = Query::parse(req.uri().query());
     let info = RequestInfo::parse(&method, &path, &query);
     let apply = method == Method::PATCH

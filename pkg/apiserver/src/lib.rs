@@ -20,6 +20,7 @@ mod endpoint_leases;
 mod endpoints;
 pub mod error;
 mod handler;
+mod join;
 mod kubelet_proxy;
 mod lifecycle;
 mod limit_ranger;
@@ -45,6 +46,7 @@ mod virtual_resources;
 mod watch;
 mod webhooks;
 
+pub use join::JoinEndpoint;
 pub use kubelet_proxy::{KubeletClientConfig, KubeletTarget};
 pub use server::{ServeError, TlsMaterial};
 
@@ -83,6 +85,8 @@ pub struct Config {
     pub front_proxy: Option<aggregator::FrontProxyConfig>,
     /// PodSecurity admission's defaults and exemptions.
     pub pod_security: pod_security::Config,
+    /// What servers joining this one's cluster are handed; `None` refuses them.
+    pub join: Option<JoinEndpoint>,
 }
 
 /// A running API server.
@@ -180,6 +184,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         metrics_api: metrics_api::Cache::default(),
         monitoring: monitoring::Monitoring::new(config.store.clone()),
         aggregator: aggregator.clone(),
+        join: config.join.clone(),
     });
     // Warm the OpenAPI documents before the first client asks.
     tokio::task::spawn_blocking(|| {
@@ -253,18 +258,11 @@ async fn bootstrap_services(registry: &Registry, cidr: service_alloc::Cidr, endp
 
 async fn refresh_target_port(registry: &Registry, port: u16) {
     let Some(info) = k1s_api::resources::find("", "v1", "services") else { return };
-    let user = auth::UserInfo::new("system:apiserver", &["system:masters"]);
+    let user = Registry::server_user();
     let patch = json!({"spec": {"ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]}});
-    let mut ctx = registry::Ctx {
-        user: &user,
-        info,
-        namespace: Some("default"),
-        subresource: None,
-        dry_run: false,
-        field_manager: "kube-apiserver".into(),
-        field_validation: registry::FieldValidation::Ignore,
-        warnings: Vec::new(),
-    };
+    let mut ctx = Registry::server_ctx(&user, info, Some("default"));
+    ctx.field_manager = "kube-apiserver".into();
+    ctx.field_validation = registry::FieldValidation::Ignore;
     if let Err(e) = registry.patch(&mut ctx, "kubernetes", registry::PatchType::Merge, patch, false).await {
         tracing::warn!(error = %e, "refreshing the kubernetes Service's target port failed");
     }

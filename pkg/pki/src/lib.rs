@@ -379,6 +379,11 @@ pub fn kubeconfig(server: &str, ca_pem: &str, client: &CertPair) -> String {
     )
 }
 
+/// Writes a file atomically (synced) with the given mode: key material and tokens.
+pub fn write_file(path: &Path, contents: &str, mode: u32) -> Result<(), PkiError> {
+    write_private(path, contents, mode)
+}
+
 /// Writes a kubeconfig atomically with the given file mode.
 pub fn write_kubeconfig(path: &Path, contents: &str, mode: u32) -> Result<(), PkiError> {
     write_private(path, contents, mode)

@@ -13,6 +13,7 @@ mod components;
 pub mod cron;
 pub mod host_cleanup;
 pub mod images;
+pub mod join;
 pub mod preflight;
 pub mod snapshot;
 pub mod systemd;
@@ -78,6 +79,10 @@ pub struct Config {
     pub snapshots: snapshot::SnapshotConfig,
     /// Where the cluster state lives: the embedded RocksDB under the data dir, or etcd.
     pub datastore: Datastore,
+    /// The cluster's join token (`--token`); `None`: the one kept in the data dir, or a new one.
+    pub token: Option<join::Token>,
+    /// Join the cluster of the server at this URL (`--server https://HOST:6443`).
+    pub join_server: Option<String>,
     /// For tests only: leaf certificates last this long (and are renewed with a quarter of it
     /// left) instead of a year.
     pub test_cert_validity: Option<Duration>,
@@ -140,6 +145,8 @@ pub enum ServerError {
     Addons(#[from] addons::StageError),
     #[error("loading the API server's client certificate")]
     ClientCert(#[source] k1s_pki::ServingError),
+    #[error("joining the cluster")]
+    Join(#[from] join::JoinError),
     #[error("{component} stopped while the server was running; exiting rather than serving half-alive")]
     ComponentStopped { component: &'static str },
 }
@@ -224,12 +231,60 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     let mkdir =
         |p: &PathBuf| std::fs::create_dir_all(p).map_err(|source| ServerError::DataDir { path: p.clone(), source });
     mkdir(&server_dir)?;
+    let tls_dir = server_dir.join("tls");
+    mkdir(&tls_dir)?;
+    let token = join::local_token(&config.data_dir, config.token.as_ref())?;
+    // Joining through another server: its shared key material, and its datastore unless one was
+    // given.
+    let mut datastore = config.datastore.clone();
+    if let Some(url) = &config.join_server {
+        systemd::status(&format!("joining the cluster of {url}"));
+        let token = token.as_ref().ok_or(join::JoinError::TokenNeededToJoin)?;
+        let theirs = match join::fetch(url, token).await {
+            Ok(bootstrap) => {
+                let Some(theirs) = bootstrap.datastore else {
+                    return Err(join::JoinError::EmbeddedStore(url.clone()).into());
+                };
+                join::install_shared(&tls_dir, &bootstrap.files)?;
+                join::save_datastore(&server_dir, &theirs)?;
+                tracing::info!(server = %url, "fetched the cluster's key material");
+                theirs
+            }
+            // Joined before: the server it joined through may be the one that is down.
+            Err(e) => match join::saved_datastore(&server_dir)? {
+                Some(saved) => {
+                    tracing::warn!(server = %url, error = %k1s_api::errors::chain(&e), "could not reach the server this one joined through; starting on the datastore and key material it handed out before");
+                    saved
+                }
+                None => return Err(e.into()),
+            },
+        };
+        if let Datastore::Embedded = datastore {
+            datastore = Datastore::Etcd(theirs.install(&tls_dir)?);
+        }
+    }
     // NamespaceLifecycle admission reads the namespace on every namespaced create.
     let opts = StoreOptions { cached_prefixes: vec!["/registry/namespaces/".into()], ..StoreOptions::default() };
-    let store = match &config.datastore {
+    let store = match &datastore {
         Datastore::Embedded => Store::open(&server_dir.join("db"), opts)?,
         Datastore::Etcd(etcd) => Store::connect_etcd(etcd, opts).await?,
     };
+    // On a shared datastore the first server publishes the cluster's key material there; every
+    // other server takes it from there (with the same token).
+    let mut publish = false;
+    if let Datastore::Etcd(etcd) = &datastore {
+        match join::adopt_from_store(&store, &tls_dir, token.as_ref())? {
+            join::InStore::Installed => {}
+            join::InStore::Absent => {
+                if let Some(url) = &config.join_server {
+                    let endpoints = etcd.endpoints.join(",");
+                    return Err(join::JoinError::OtherDatastore { url: url.clone(), endpoints }.into());
+                }
+                publish = true;
+            }
+        }
+    }
+    let token = token.unwrap_or_else(join::Token::generate);
 
     let mut sans = vec!["127.0.0.1".to_string(), "::1".to_string(), "localhost".to_string(), hostname()];
     sans.extend(config.tls_san.iter().cloned());
@@ -251,14 +306,40 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     if !config.bind_address.is_unspecified() {
         sans.push(config.bind_address.to_string());
     }
-    let tls_dir = server_dir.join("tls");
     systemd::status(if tls_dir.join("server-ca.crt").exists() {
         "checking certificates"
     } else {
         "generating the cluster CA and certificates"
     });
     let validity = config.cert_validity();
-    let pki = Pki::ensure_with(&tls_dir, &sans, validity)?;
+    let mut pki = Pki::ensure_with(&tls_dir, &sans, validity)?;
+    // Every shared file exists (the request-header CA and the ServiceAccount key are made on
+    // first use) before it is published or handed out.
+    pki.front_proxy()?;
+    pki.service_account_key()?;
+    if publish {
+        if join::publish(&store, &tls_dir, &token).await? {
+            tracing::info!("published the cluster's key material to the datastore");
+        } else {
+            // Another server set the cluster up at the same moment: take its CAs.
+            join::adopt_from_store(&store, &tls_dir, Some(&token))?;
+            pki = Pki::ensure_with(&tls_dir, &sans, validity)?;
+        }
+    }
+    token.check_ca(&pki.ca.cert_pem)?;
+    join::save_token(&config.data_dir, &token, &pki.ca.cert_pem)?;
+    let join_endpoint = k1s_apiserver::JoinEndpoint {
+        secret: token.secret.clone(),
+        ca_pem: pki.ca.cert_pem.clone(),
+        bootstrap: serde_json::to_vec(&join::Bootstrap {
+            files: join::read_shared(&tls_dir)?,
+            datastore: match &datastore {
+                Datastore::Embedded => None,
+                Datastore::Etcd(etcd) => Some(join::DatastoreInfo::of(etcd)?),
+            },
+        })
+        .unwrap_or_default(),
+    };
     let serving =
         k1s_pki::ServingCert::new(&pki.serving.cert_pem, &pki.serving.key_pem).map_err(ServerError::Serving)?;
     let admin = pki.client("admin", "system:admin", &["system:masters"])?;
@@ -315,6 +396,7 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
                 reloadable: Some(front_proxy_slot.clone()),
             }),
             pod_security,
+            join: Some(join_endpoint),
         },
         api_cancel.clone(),
     )
@@ -336,12 +418,8 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     }
 
     let mut reloadable = vec![(tls_dir.join("serving-kube-apiserver.crt"), serving)];
-    // etcd has snapshots of its own (`etcdctl snapshot save`); asked for one, the socket says so.
-    let snapshots = match config.datastore {
-        Datastore::Embedded => config.snapshots.clone(),
-        Datastore::Etcd(_) => snapshot::SnapshotConfig { schedule: None, ..config.snapshots.clone() },
-    };
-    let mut components = snapshot::start(&store, &config.data_dir, &config.node_name, &snapshots, &cancel)?;
+    // On etcd, snapshots hold etcd's own (its Maintenance API's), scheduled as well.
+    let mut components = snapshot::start(&store, &config.data_dir, &config.node_name, &config.snapshots, &cancel)?;
     components.extend(
         start_components(&config, &pki, &server_dir, &identity, &api_url, &mut reloadable, cancel.clone()).await?,
     );

@@ -93,11 +93,11 @@ fn valid_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Takes a snapshot named `<prefix>-<node>-<unix time>` in `dir` (blocking).
-fn save_blocking(store: &Store, dir: &Path, prefix: &str, node: &str) -> Result<Saved, String> {
+/// Takes a snapshot named `<prefix>-<node>-<unix time>` in `dir`.
+async fn save(store: &Store, dir: &Path, prefix: &str, node: &str) -> Result<Saved, String> {
     valid_name(prefix)?;
     let path = dir.join(format!("{prefix}-{node}-{}", now_unix()));
-    let manifest = store.save_snapshot(&path).map_err(|e| e.to_string())?;
+    let manifest = store.save_snapshot(&path).await.map_err(|e| e.to_string())?;
     Ok(Saved { path, manifest })
 }
 
@@ -167,11 +167,9 @@ async fn serve(
                 Ok(req) => {
                     let dir = req.dir.unwrap_or(dir);
                     let prefix = req.name.unwrap_or_else(|| ON_DEMAND_PREFIX.to_string());
-                    let saved = tokio::task::spawn_blocking(move || save_blocking(&store, &dir, &prefix, &node)).await;
-                    match saved {
-                        Ok(Ok(s)) => SaveReply::Saved(s),
-                        Ok(Err(e)) => SaveReply::Error(e),
-                        Err(e) => SaveReply::Error(format!("snapshot task failed: {e}")),
+                    match save(&store, &dir, &prefix, &node).await {
+                        Ok(s) => SaveReply::Saved(s),
+                        Err(e) => SaveReply::Error(e),
                     }
                 }
             };
@@ -198,15 +196,13 @@ async fn scheduled(store: Store, schedule: Schedule, config: SnapshotConfig, nod
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(wait) => {}
         }
-        let (s, dir, n) = (store.clone(), config.dir.clone(), node.clone());
-        match tokio::task::spawn_blocking(move || save_blocking(&s, &dir, SCHEDULED_PREFIX, &n)).await {
-            Ok(Ok(saved)) => tracing::info!(
+        match save(&store, &config.dir, SCHEDULED_PREFIX, &node).await {
+            Ok(saved) => tracing::info!(
                 path = %saved.path.display(),
                 revision = saved.manifest.revision,
                 "scheduled snapshot saved"
             ),
-            Ok(Err(e)) => tracing::error!(error = %e, "scheduled snapshot failed"),
-            Err(e) => tracing::error!(error = %e, "scheduled snapshot task failed"),
+            Err(e) => tracing::error!(error = %e, "scheduled snapshot failed"),
         }
         if config.retention > 0 {
             if let Err(e) = prune(&config.dir, SCHEDULED_PREFIX, config.retention) {
@@ -298,6 +294,12 @@ pub async fn save_online(data_dir: &Path, name: Option<String>, dir: Option<Path
     }
 }
 
+/// Writes the etcd database of a snapshot taken on etcd to `out` (see
+/// [`k1s_store::snapshot::extract`]).
+pub fn extract(file: &Path, out: &Path) -> Result<Manifest, SnapshotError> {
+    k1s_store::snapshot::extract(file, out)
+}
+
 /// Restores `file` into the store of `data_dir` (the server must be stopped).
 pub fn restore(data_dir: &Path, file: &Path) -> Result<Restored, SnapshotError> {
     k1s_store::snapshot::restore(file, &store_dir(data_dir))
@@ -314,7 +316,7 @@ mod tests {
         store.create("/a", bytes::Bytes::from_static(b"1")).await.expect("create");
         let snaps = dir.path().join("snaps");
         for name in ["k1s-snapshot-n-1", "k1s-snapshot-n-2", "k1s-snapshot-n-3", "on-demand-n-1"] {
-            store.save_snapshot(&snaps.join(name)).expect("save");
+            store.save_snapshot(&snaps.join(name)).await.expect("save");
         }
         let removed = prune(&snaps, SCHEDULED_PREFIX, 2).expect("prune");
         assert_eq!(removed, vec![snaps.join("k1s-snapshot-n-1")]);

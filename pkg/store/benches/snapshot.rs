@@ -38,7 +38,7 @@ fn main() {
     println!("store: {OBJECTS} ConfigMaps, {bytes} bytes of values, revision {}", store.current_revision());
     let file = db.join("snapshots").join("bench");
     let started = Instant::now();
-    let manifest = store.save_snapshot(&file).expect("save");
+    let manifest = rt.block_on(store.save_snapshot(&file)).expect("save");
     let save = started.elapsed();
     let size = std::fs::metadata(&file).expect("size").len();
     println!(

@@ -36,6 +36,7 @@ mod pb {
 
 use pb::compare::{CompareResult, CompareTarget, TargetUnion};
 use pb::kv_client::KvClient;
+use pb::maintenance_client::MaintenanceClient;
 use pb::request_op::Request;
 use pb::response_op::Response;
 use pb::watch_client::WatchClient;
@@ -99,6 +100,7 @@ struct Mirror {
 struct Inner {
     kv: KvClient<Channel>,
     watch: WatchClient<Channel>,
+    maintenance: MaintenanceClient<Channel>,
     root: String,
     mirror: RwLock<Mirror>,
     current: AtomicU64,
@@ -135,13 +137,15 @@ impl EtcdStore {
     pub(crate) async fn connect(config: &EtcdConfig, fanout_capacity: usize) -> Result<EtcdStore, StoreError> {
         let channel = channel(config).await?;
         let mut kv = KvClient::new(channel.clone()).max_decoding_message_size(usize::MAX);
-        let watch = WatchClient::new(channel).max_decoding_message_size(usize::MAX);
+        let watch = WatchClient::new(channel.clone()).max_decoding_message_size(usize::MAX);
+        let maintenance = MaintenanceClient::new(channel).max_decoding_message_size(usize::MAX);
         let root = config.root.clone();
         let (kvs, at) = load(&mut kv, &root).await?;
         let (applied, _) = tokio::sync::watch::channel(at);
         let inner = Arc::new(Inner {
             kv,
             watch,
+            maintenance,
             root,
             mirror: RwLock::new(Mirror { kvs, log: VecDeque::new() }),
             current: AtomicU64::new(at),
@@ -165,6 +169,24 @@ impl EtcdStore {
         }
         tracing::info!(revision = at, endpoints = ?config.endpoints, "store opened on etcd");
         Ok(EtcdStore { inner })
+    }
+
+    /// Streams etcd's own snapshot (what `etcdctl snapshot save` writes: the member's backend
+    /// database followed by its sha256) into `out`; returns the revision it holds (at least).
+    pub(crate) async fn snapshot(&self, out: &mut (impl tokio::io::AsyncWrite + Unpin)) -> Result<u64, StoreError> {
+        use tokio::io::AsyncWriteExt as _;
+        let err = storage("snapshot");
+        // etcd's snapshot messages carry no revision: every write this server saw before it asks
+        // is in the snapshot.
+        let revision = self.current_revision();
+        let mut stream =
+            self.inner.maintenance.clone().snapshot(pb::SnapshotRequest {}).await.map_err(&err)?.into_inner();
+        while let Some(msg) = stream.message().await.map_err(&err)? {
+            out.write_all(&msg.blob)
+                .await
+                .map_err(|e| StoreError::Storage { op: "snapshot", message: format!("writing: {e}") })?;
+        }
+        Ok(revision)
     }
 
     fn etcd_key(&self, key: &str) -> Vec<u8> {

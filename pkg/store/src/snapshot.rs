@@ -51,7 +51,21 @@ pub struct Manifest {
     pub payload_bytes: u64,
     /// Number of checkpoint files in the payload.
     pub files: u32,
+    /// The store the snapshot is of: `rocksdb` (the embedded store; `k1s server
+    /// --cluster-reset-restore-path` restores it) or `etcd` (one payload file, [`ETCD_DB`]: etcd's
+    /// own snapshot, restored with etcd's tools after [`extract`]).
+    #[serde(default = "rocksdb")]
+    pub backend: String,
 }
+
+fn rocksdb() -> String {
+    BACKEND_ROCKSDB.to_string()
+}
+
+pub const BACKEND_ROCKSDB: &str = "rocksdb";
+pub const BACKEND_ETCD: &str = "etcd";
+/// The payload file of an etcd snapshot: what `etcdctl snapshot save` writes.
+pub const ETCD_DB: &str = "etcd.db";
 
 /// What [`restore`] did.
 #[derive(Clone, Debug)]
@@ -90,9 +104,14 @@ pub enum SnapshotError {
     #[error("opening the current store at {} to read its revision (is k1s server still running?): {message}", path.display())]
     CurrentStore { path: PathBuf, message: String },
     #[error(
-        "snapshots are taken of the embedded store only; with an external etcd use etcd's own (etcdctl snapshot save)"
+        "snapshot {} is of etcd, not of the embedded store: write its database out with `k1s snapshot extract` and restore that with etcd's tools (`etcdctl snapshot restore`, `etcdutl snapshot restore`)",
+        .0.display()
     )]
-    Unsupported,
+    OfEtcd(PathBuf),
+    #[error("snapshot {} is of the embedded store, not of etcd: restore it with `k1s server --cluster-reset-restore-path`", .0.display())]
+    NotOfEtcd(PathBuf),
+    #[error("saving etcd's snapshot: {0}")]
+    Etcd(String),
     #[error("restoring into {}: {op}: {message}", path.display())]
     Restore { op: &'static str, path: PathBuf, message: String },
 }
@@ -139,11 +158,38 @@ fn checkpoint_revision(dir: &Path) -> Result<u64, String> {
 impl Store {
     /// Writes a consistent snapshot of the store to `file` (which must not exist) while writes
     /// go on; returns its manifest. Only the embedded RocksDB store has snapshots of its own.
-    pub fn save_snapshot(&self, file: &Path) -> Result<Manifest, SnapshotError> {
-        match self.rocks() {
-            Some(r) => r.save_snapshot(file),
-            None => Err(SnapshotError::Unsupported),
+    /// Writes a snapshot of the store to `file` (which must not exist) while writes go on;
+    /// returns its manifest. The embedded store checkpoints itself; etcd streams its own
+    /// snapshot (the Maintenance API's), kept as the payload's one file.
+    pub async fn save_snapshot(&self, file: &Path) -> Result<Manifest, SnapshotError> {
+        if let Some(r) = self.rocks() {
+            let (r, file) = (r.clone(), file.to_path_buf());
+            return tokio::task::spawn_blocking(move || r.save_snapshot(&file))
+                .await
+                .map_err(|e| SnapshotError::Checkpoint { path: PathBuf::new(), message: e.to_string() })?;
         }
+        let Some(etcd) = self.etcd() else { return Err(SnapshotError::Etcd("no backend".into())) };
+        if file.exists() {
+            return Err(SnapshotError::Exists(file.to_path_buf()));
+        }
+        let dir = file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+        let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "snapshot".into());
+        std::fs::create_dir_all(&dir).map_err(io_err("creating the folder", &dir))?;
+        let staging = dir.join(format!(".{name}.etcd"));
+        if staging.exists() {
+            std::fs::remove_dir_all(&staging).map_err(io_err("removing a stale staging folder", &staging))?;
+        }
+        std::fs::create_dir(&staging).map_err(io_err("creating the staging folder", &staging))?;
+        let _cleanup = RemoveOnDrop(staging.clone());
+        let db = staging.join(ETCD_DB);
+        let mut out = tokio::fs::File::create(&db).await.map_err(io_err("creating", &db))?;
+        let revision = etcd.snapshot(&mut out).await.map_err(|e| SnapshotError::Etcd(e.to_string()))?;
+        out.sync_all().await.map_err(io_err("syncing", &db))?;
+        drop(out);
+        let file = file.to_path_buf();
+        tokio::task::spawn_blocking(move || pack(&file, &dir, &staging, &[ETCD_DB.to_string()], revision, BACKEND_ETCD))
+            .await
+            .map_err(|e| SnapshotError::Etcd(e.to_string()))?
     }
 }
 
@@ -177,56 +223,72 @@ impl RocksStore {
             }
         }
         names.sort();
-
-        let tmp = dir.join(format!(".{name}.tmp"));
-        let _tmp_cleanup = TmpFile(tmp.clone());
-        let out = File::create(&tmp).map_err(io_err("creating", &tmp))?;
-        let mut w = HashingWriter { inner: BufWriter::new(out), hasher: Sha256::new(), hashed: 0, hashing: false };
-        w.write_all(MAGIC).map_err(io_err("writing", &tmp))?;
-        w.hashing = true;
-        for n in &names {
-            let path = cp_dir.join(n);
-            let mut f = File::open(&path).map_err(io_err("reading", &path))?;
-            let size = f.metadata().map_err(io_err("reading", &path))?.len();
-            let name_len = u16::try_from(n.len()).map_err(|_| checkpoint_err(format!("file name {n} too long")))?;
-            w.write_all(&name_len.to_be_bytes()).map_err(io_err("writing", &tmp))?;
-            w.write_all(n.as_bytes()).map_err(io_err("writing", &tmp))?;
-            w.write_all(&size.to_be_bytes()).map_err(io_err("writing", &tmp))?;
-            let copied = io::copy(&mut (&mut f).take(size), &mut w).map_err(io_err("writing", &tmp))?;
-            if copied != size {
-                return Err(checkpoint_err(format!("{n} shrank while being read")));
-            }
-        }
-        w.hashing = false;
-        let manifest = Manifest {
-            format_version: FORMAT_VERSION,
-            revision,
-            k1s_version: env!("CARGO_PKG_VERSION").to_string(),
-            created_unix: now_unix(),
-            payload_sha256: hex(&w.hasher.clone().finalize()),
-            payload_bytes: w.hashed,
-            files: u32::try_from(names.len()).unwrap_or(u32::MAX),
-        };
-        let json = serde_json::to_vec(&manifest).map_err(|e| checkpoint_err(e.to_string()))?;
-        let json_len = u32::try_from(json.len()).map_err(|_| checkpoint_err("manifest too large".into()))?;
-        w.write_all(&json).map_err(io_err("writing", &tmp))?;
-        w.write_all(&json_len.to_be_bytes()).map_err(io_err("writing", &tmp))?;
-        w.write_all(END_MAGIC).map_err(io_err("writing", &tmp))?;
-        let out = w.inner.into_inner().map_err(|e| SnapshotError::Io {
-            op: "writing",
-            path: tmp.clone(),
-            error: e.into_error(),
-        })?;
-        out.sync_all().map_err(io_err("syncing", &tmp))?;
-        drop(out);
-        if file.exists() {
-            return Err(SnapshotError::Exists(file.to_path_buf()));
-        }
-        std::fs::rename(&tmp, file).map_err(io_err("renaming into place", file))?;
-        sync_dir(dir)?;
-        tracing::info!(file = %file.display(), revision, bytes = manifest.payload_bytes, "store snapshot saved");
-        Ok(manifest)
+        pack(file, dir, &cp_dir, &names, revision, BACKEND_ROCKSDB)
     }
+}
+
+/// Writes the files `names` of `src` into the snapshot `file` in `dir` with their manifest. The
+/// file appears complete or not at all (written under a hidden temporary name, synced, then
+/// renamed).
+fn pack(
+    file: &Path,
+    dir: &Path,
+    src: &Path,
+    names: &[String],
+    revision: u64,
+    backend: &str,
+) -> Result<Manifest, SnapshotError> {
+    let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "snapshot".into());
+    let checkpoint_err = |message: String| SnapshotError::Checkpoint { path: src.to_path_buf(), message };
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let _tmp_cleanup = TmpFile(tmp.clone());
+    let out = File::create(&tmp).map_err(io_err("creating", &tmp))?;
+    let mut w = HashingWriter { inner: BufWriter::new(out), hasher: Sha256::new(), hashed: 0, hashing: false };
+    w.write_all(MAGIC).map_err(io_err("writing", &tmp))?;
+    w.hashing = true;
+    for n in names {
+        let path = src.join(n);
+        let mut f = File::open(&path).map_err(io_err("reading", &path))?;
+        let size = f.metadata().map_err(io_err("reading", &path))?.len();
+        let name_len = u16::try_from(n.len()).map_err(|_| checkpoint_err(format!("file name {n} too long")))?;
+        w.write_all(&name_len.to_be_bytes()).map_err(io_err("writing", &tmp))?;
+        w.write_all(n.as_bytes()).map_err(io_err("writing", &tmp))?;
+        w.write_all(&size.to_be_bytes()).map_err(io_err("writing", &tmp))?;
+        let copied = io::copy(&mut (&mut f).take(size), &mut w).map_err(io_err("writing", &tmp))?;
+        if copied != size {
+            return Err(checkpoint_err(format!("{n} shrank while being read")));
+        }
+    }
+    w.hashing = false;
+    let manifest = Manifest {
+        format_version: FORMAT_VERSION,
+        revision,
+        k1s_version: env!("CARGO_PKG_VERSION").to_string(),
+        created_unix: now_unix(),
+        payload_sha256: hex(&w.hasher.clone().finalize()),
+        payload_bytes: w.hashed,
+        files: u32::try_from(names.len()).unwrap_or(u32::MAX),
+        backend: backend.to_string(),
+    };
+    let json = serde_json::to_vec(&manifest).map_err(|e| checkpoint_err(e.to_string()))?;
+    let json_len = u32::try_from(json.len()).map_err(|_| checkpoint_err("manifest too large".into()))?;
+    w.write_all(&json).map_err(io_err("writing", &tmp))?;
+    w.write_all(&json_len.to_be_bytes()).map_err(io_err("writing", &tmp))?;
+    w.write_all(END_MAGIC).map_err(io_err("writing", &tmp))?;
+    let out = w.inner.into_inner().map_err(|e| SnapshotError::Io {
+        op: "writing",
+        path: tmp.clone(),
+        error: e.into_error(),
+    })?;
+    out.sync_all().map_err(io_err("syncing", &tmp))?;
+    drop(out);
+    if file.exists() {
+        return Err(SnapshotError::Exists(file.to_path_buf()));
+    }
+    std::fs::rename(&tmp, file).map_err(io_err("renaming into place", file))?;
+    sync_dir(dir)?;
+    tracing::info!(file = %file.display(), revision, bytes = manifest.payload_bytes, backend, "store snapshot saved");
+    Ok(manifest)
 }
 
 /// Removes a temporary file when dropped, unless it was renamed away.
@@ -367,6 +429,32 @@ fn unpack(file: &Path, payload_len: u64, into: &Path) -> Result<(), SnapshotErro
     Ok(())
 }
 
+/// Writes the etcd database of an etcd snapshot to `out` (which must not exist), after checking
+/// the snapshot's checksum: the file `etcdctl snapshot restore` takes.
+pub fn extract(file: &Path, out: &Path) -> Result<Manifest, SnapshotError> {
+    let manifest = verify(file)?;
+    if manifest.backend != BACKEND_ETCD {
+        return Err(SnapshotError::NotOfEtcd(file.to_path_buf()));
+    }
+    if out.exists() {
+        return Err(SnapshotError::Exists(out.to_path_buf()));
+    }
+    let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "etcd.db".into());
+    let staging = dir.join(format!(".{name}.extract"));
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging).map_err(io_err("removing a stale staging folder", &staging))?;
+    }
+    std::fs::create_dir_all(&staging).map_err(io_err("creating the staging folder", &staging))?;
+    let _cleanup = RemoveOnDrop(staging.clone());
+    unpack(file, manifest.payload_bytes, &staging)?;
+    std::fs::rename(staging.join(ETCD_DB), out).map_err(|_| SnapshotError::Corrupt {
+        path: file.to_path_buf(),
+        message: format!("no {ETCD_DB} in the payload"),
+    })?;
+    Ok(manifest)
+}
+
 /// The revision of the store in `db_dir` (0 if there is none). Opening it read-write takes
 /// RocksDB's lock, so this fails while a server runs on it.
 fn current_revision(db_dir: &Path) -> Result<u64, SnapshotError> {
@@ -389,6 +477,9 @@ fn current_revision(db_dir: &Path) -> Result<u64, SnapshotError> {
 /// replaced store (the snapshots folder) move into the restored one.
 pub fn restore(file: &Path, db_dir: &Path) -> Result<Restored, SnapshotError> {
     let manifest = verify(file)?;
+    if manifest.backend != BACKEND_ROCKSDB {
+        return Err(SnapshotError::OfEtcd(file.to_path_buf()));
+    }
     let payload_len = manifest.payload_bytes;
     let parent = db_dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
     let base = db_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "db".into());
@@ -484,7 +575,7 @@ mod tests {
         store.create("/a", Bytes::from_static(b"1")).await.expect("create");
         store.create("/b", Bytes::from_static(b"2")).await.expect("create");
         let file = db.join("snapshots").join("one");
-        let m = store.save_snapshot(&file).expect("save");
+        let m = store.save_snapshot(&file).await.expect("save");
         assert_eq!(m.revision, 2);
         assert_eq!(verify(&file).expect("verify"), m);
         store.delete("/a", None).await.expect("delete");
@@ -513,7 +604,7 @@ mod tests {
         let store = Store::open(&db, crate::StoreOptions::default()).expect("open");
         store.create("/a", Bytes::from_static(b"1")).await.expect("create");
         let file = dir.path().join("snap");
-        let m = store.save_snapshot(&file).expect("save");
+        let m = store.save_snapshot(&file).await.expect("save");
         drop(store);
         let good = std::fs::read(&file).expect("read");
 

@@ -176,6 +176,14 @@ impl Store {
     }
 
     /// The embedded RocksDB backend, for what only it has (snapshots of its files).
+    /// The etcd backend, for what only it has (etcd's own snapshots).
+    pub(crate) fn etcd(&self) -> Option<&EtcdStore> {
+        match &self.backend {
+            Backend::Etcd(e) => Some(e),
+            Backend::Rocks(_) => None,
+        }
+    }
+
     pub(crate) fn rocks(&self) -> Option<&RocksStore> {
         match &self.backend {
             Backend::Rocks(r) => Some(r),

@@ -4,7 +4,9 @@
 
 // The same etcd harness as the store's contract tests.
 #[path = "../../../../pkg/store/tests/etcd_env/mod.rs"]
-pub mod etcd;
+mod etcd;
+#[allow(unused_imports)]
+pub use etcd::{Cluster as EtcdCluster, Etcd};
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -38,8 +40,10 @@ pub struct Server {
     extra: Vec<String>,
     /// Runs the node agent (containerd + kubelet), not only the control plane.
     agent: bool,
-    /// Without an agent: whether the controllers run too (the scheduler never does).
+    /// Without an agent: whether the controllers run too.
     controllers: bool,
+    /// Without an agent: whether the scheduler runs too (only with the controllers).
+    scheduler: bool,
     /// Extra environment of the server process.
     env: Vec<(String, String)>,
     /// The etcd the server stores in (`K1S_TEST_DATASTORE=etcd`); dropped after the server.
@@ -72,6 +76,7 @@ impl Server {
             extra: extra.iter().map(|s| s.to_string()).collect(),
             agent: false,
             controllers: false,
+            scheduler: false,
             env: Vec::new(),
             etcd: datastore(),
         };
@@ -107,6 +112,7 @@ impl Server {
             extra: Vec::new(),
             agent: false,
             controllers: false,
+            scheduler: false,
             env: Vec::new(),
             etcd: datastore(),
         }
@@ -126,6 +132,7 @@ impl Server {
             extra: Vec::new(),
             agent: true,
             controllers: true,
+            scheduler: false,
             env: Vec::new(),
             etcd: datastore(),
         };
@@ -185,6 +192,48 @@ impl Server {
         s
     }
 
+    /// The API server alone on a datastore it shares with other servers: `extra` names it
+    /// (`--datastore-endpoint`, or `--server` and `--token`), whatever `K1S_TEST_DATASTORE` says.
+    pub fn start_shared(extra: &[&str]) -> Server {
+        let mut s = Self::start_unspawned();
+        s.etcd = None;
+        s.extra = extra.iter().map(|s| s.to_string()).collect();
+        s.spawn();
+        s
+    }
+
+    /// A whole control plane (API server, controllers, scheduler) without the agent, with `extra`
+    /// flags naming the datastore it shares with other servers.
+    pub fn start_control_plane_shared(extra: &[&str]) -> Server {
+        let mut s = Self::start_unspawned();
+        s.etcd = None;
+        s.controllers = true;
+        s.scheduler = true;
+        s.extra = extra.iter().map(|s| s.to_string()).collect();
+        s.spawn();
+        s
+    }
+
+    /// A whole node (with the agent) whose datastore `extra` names, not waiting for the node.
+    pub fn start_node_shared(extra: &[&str]) -> Server {
+        node_prerequisites();
+        let mut s = Self::start_unspawned();
+        s.etcd = None;
+        s.agent = true;
+        s.controllers = true;
+        s.extra = extra.iter().map(|s| s.to_string()).collect();
+        s.spawn();
+        s
+    }
+
+    /// SIGKILLs the server and leaves it stopped.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().expect("kill -9");
+            let _ = c.wait();
+        }
+    }
+
     /// The client URL of the server's etcd, when it runs on one.
     pub fn etcd_url(&self) -> Option<String> {
         self.etcd.as_ref().map(|e| e.url.clone())
@@ -225,11 +274,10 @@ impl Server {
                 .arg(format!("--registries-config={}", self.dir.path().join("registries.yaml").display()));
         } else {
             // The API server alone: controllers would write status behind the tests' backs.
-            cmd.arg("--disable-agent").arg(if self.controllers {
-                "--disable=scheduler"
-            } else {
-                "--disable=controllers,scheduler"
-            });
+            cmd.arg("--disable-agent");
+            if !(self.controllers && self.scheduler) {
+                cmd.arg(if self.controllers { "--disable=scheduler" } else { "--disable=controllers,scheduler" });
+            }
         }
         cmd.arg("--https-listen-port=0")
             .arg("--bind-address=127.0.0.1")
@@ -505,6 +553,72 @@ impl Drop for Server {
     }
 }
 
+/// The join token of the server `s` (`k1s token create`).
+pub fn join_token(s: &Server) -> String {
+    let out =
+        Command::new(k1s_bin()).args(["token", "create", "-d"]).arg(s.data_dir()).output().expect("k1s token create");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The ports of the `kubernetes` Service's EndpointSlices (one slice per API server port),
+/// sorted.
+pub fn kubernetes_api_ports(s: &Server) -> Vec<u16> {
+    let v = s.json(&[
+        "get",
+        "endpointslices",
+        "-n",
+        "default",
+        "-l",
+        "kubernetes.io/service-name=kubernetes",
+        "-o",
+        "json",
+    ]);
+    let mut ports: Vec<u16> = v["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|i| i["ports"].as_array().cloned().unwrap_or_default())
+        .filter_map(|p| p["port"].as_u64().and_then(|p| u16::try_from(p).ok()))
+        .collect();
+    ports.sort();
+    ports
+}
+
+/// Runs `k1s server` (API only, in a temp data dir) with `extra`, expecting it to refuse to
+/// start: returns its log once it exited non-zero (within 60 s).
+pub fn server_refuses(extra: &[&str]) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("config.yaml"), "").expect("config");
+    let log = dir.path().join("server.log");
+    let mut child = Command::new(k1s_bin())
+        .args(["server", "--disable-agent", "--disable=controllers,scheduler", "--https-listen-port=0"])
+        .arg("--bind-address=127.0.0.1")
+        .arg(format!("--config={}", dir.path().join("config.yaml").display()))
+        .arg(format!("--data-dir={}", dir.path().join("data").display()))
+        .arg(format!("--write-kubeconfig={}", dir.path().join("kubeconfig.yaml").display()))
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("spawn k1s");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("k1s {extra:?} still running after 60 s:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!status.success(), "k1s {extra:?} should have refused to start:\n{out}");
+    assert!(!dir.path().join("kubeconfig.yaml").exists(), "no kubeconfig from a refused start");
+    out
+}
+
 /// Root, containerd and the local registry with the test images, once per test binary.
 pub fn node_prerequisites() {
     static READY: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
@@ -567,21 +681,12 @@ impl Server {
     /// may share (`--datastore-endpoint=endpoint`), whatever `K1S_TEST_DATASTORE` says, with
     /// extra flags and environment.
     pub fn start_on_datastore(endpoint: &str, extra: &[&str], env: &[(&str, &str)]) -> Server {
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::write(dir.path().join("config.yaml"), "").expect("config");
-        std::fs::create_dir_all(dir.path().join("home")).expect("home");
-        let mut s = Server {
-            dir,
-            child: None,
-            port: 0,
-            extra: std::iter::once(format!("--datastore-endpoint={endpoint}"))
-                .chain(extra.iter().map(|s| s.to_string()))
-                .collect(),
-            agent: false,
-            controllers: false,
-            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            etcd: None,
-        };
+        let mut s = Self::start_unspawned();
+        s.etcd = None;
+        s.extra = std::iter::once(format!("--datastore-endpoint={endpoint}"))
+            .chain(extra.iter().map(|s| s.to_string()))
+            .collect();
+        s.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         s.spawn();
         s
     }

@@ -41,4 +41,6 @@ pub struct State {
     pub monitoring: crate::monitoring::Monitoring,
     /// APIServices: which group-versions other servers serve, and the proxy to them.
     pub aggregator: Arc<crate::aggregator::Aggregator>,
+    /// What joining servers are handed (`/cacerts`, `/v1-k1s/server-bootstrap`).
+    pub join: Option<crate::join::JoinEndpoint>,
 }

@@ -439,6 +439,7 @@ async fn cluster() -> Option<Cluster> {
             }),
             front_proxy: None,
             pod_security: Default::default(),
+            join: None,
         },
         cancel.clone(),
     )
