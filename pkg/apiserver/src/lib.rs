@@ -145,13 +145,22 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     };
     let invalid_cidr = || ServeError::Config(format!("invalid service CIDR {:?}", config.service_cidr));
     let cidr = service_alloc::service_cidr(&config.service_cidr).ok_or_else(invalid_cidr)?;
-    let allocator = service_alloc::ServiceAllocator::new(&cidr).ok_or_else(invalid_cidr)?;
+    let allocator = service_alloc::ServiceAllocator::new(&cidr, config.store.clone()).ok_or_else(invalid_cidr)?;
+    // Before serving: every stored Service's addresses are reserved (the first start after an
+    // upgrade reserves them), and what a crash left reserved is freed.
+    match allocator.repair().await {
+        Ok(r) if r != service_alloc::Repaired::default() => {
+            tracing::info!(added = r.added, removed = r.removed, "service address reservations repaired")
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "repairing the service address reservations failed"),
+    }
     let registry = Arc::new(Registry {
         store: config.store.clone(),
         admission: Arc::new(chain),
         allocators: registry::Allocators::from([(
             service_alloc::SERVICES,
-            Arc::new(allocator) as Arc<dyn registry::Allocator>,
+            Arc::new(allocator.clone()) as Arc<dyn registry::Allocator>,
         )]),
         custom: Arc::default(),
     });
@@ -183,6 +192,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     });
     let mut tasks = tasks::Tasks::default();
     tasks.spawn("serving", server::serve(listener, tls, state.clone(), cancel.clone()));
+    tasks.spawn("the service address repair", allocator.run_repair(cancel.clone()));
     tasks.spawn("the admission webhook configuration watcher", hooks.run(cancel.clone()));
     tasks.spawn("the ValidatingAdmissionPolicy watcher", policies.clone().run(cancel.clone()));
     tasks.spawn(

@@ -675,3 +675,19 @@ pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Optio
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+impl Server {
+    /// The API server alone (`--disable-agent`, no controllers) on a datastore another server
+    /// may share (`--datastore-endpoint=endpoint`), whatever `K1S_TEST_DATASTORE` says, with
+    /// extra flags and environment.
+    pub fn start_on_datastore(endpoint: &str, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut s = Self::start_unspawned();
+        s.etcd = None;
+        s.extra = std::iter::once(format!("--datastore-endpoint={endpoint}"))
+            .chain(extra.iter().map(|s| s.to_string()))
+            .collect();
+        s.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        s.spawn();
+        s
+    }
+}

@@ -4,6 +4,7 @@
 //! aborts the reservation by how the write ended.
 
 use crate::error::ApiError;
+use futures::future::BoxFuture;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,25 +12,30 @@ use std::sync::Arc;
 /// The allocators, by `(group, resource)`.
 pub type Allocators = BTreeMap<(&'static str, &'static str), Arc<dyn Allocator>>;
 
-/// Allocation a resource's objects hold (addresses, ports), kept in memory and in step with
-/// every write of the resource.
+/// Allocation a resource's objects hold (addresses, ports). What is allocated is recorded in
+/// the store, so that every API server sharing it sees the same allocations.
 pub trait Allocator: Send + Sync {
-    /// Whether [`Self::seed`] has run.
-    fn seeded(&self) -> bool;
-    /// Takes what the stored objects hold; the registry calls it once, before the first write.
-    fn seed(&self, stored: &[Value]);
-    /// Allocates what a new object needs, filling it in.
-    fn reserve_for_create<'a>(&'a self, obj: &mut Value) -> Result<Box<dyn Reservation + 'a>, ApiError>;
+    /// Allocates what a new object needs, filling it in; under `dry_run` nothing is recorded.
+    fn reserve_for_create<'a>(
+        &'a self,
+        obj: &'a mut Value,
+        dry_run: bool,
+    ) -> BoxFuture<'a, Result<Box<dyn Reservation>, ApiError>>;
     /// Allocates what an update adds, filling it in; what it gives up is freed on commit.
-    fn reserve_for_update<'a>(&'a self, new: &mut Value, old: &Value) -> Result<Box<dyn Reservation + 'a>, ApiError>;
+    fn reserve_for_update<'a>(
+        &'a self,
+        new: &'a mut Value,
+        old: &'a Value,
+        dry_run: bool,
+    ) -> BoxFuture<'a, Result<Box<dyn Reservation>, ApiError>>;
     /// The object is gone: everything it held is free.
-    fn release_object(&self, obj: &Value);
+    fn release_object<'a>(&'a self, obj: &'a Value) -> BoxFuture<'a, ()>;
 }
 
 /// What one write reserved, settled once the write has ended.
 pub trait Reservation: Send {
     /// The write is stored: what it gave up goes back.
-    fn commit(self: Box<Self>);
+    fn commit(self: Box<Self>) -> BoxFuture<'static, ()>;
     /// The write failed or was a dry run: what it took goes back.
-    fn abort(self: Box<Self>);
+    fn abort(self: Box<Self>) -> BoxFuture<'static, ()>;
 }

@@ -41,16 +41,26 @@ impl Registry {
         ctx: &mut Ctx<'_>,
         obj: &mut Value,
     ) -> Result<Option<(Bytes, u64)>, ApiError> {
-        let reservation = match self.allocator(ctx.info)? {
-            Some(a) => Some(a.reserve_for_create(obj)?),
+        {
+            // Named before allocation: what it allocates is recorded under the object's name.
+            let md = meta_mut(obj);
+            let name = md.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+            if name.is_empty() {
+                if let Some(g) = md.get("generateName").and_then(Value::as_str).filter(|g| !g.is_empty()) {
+                    md.insert("name".into(), Value::String(object::generate_name(g)));
+                }
+            }
+        }
+        let reservation = match self.allocator(ctx.info) {
+            Some(a) => Some(a.reserve_for_create(obj, ctx.dry_run).await?),
             None => None,
         };
         let res = self.create_allocated(ctx, obj).await;
         if let Some(r) = reservation {
             if res.is_err() || ctx.dry_run {
-                r.abort();
+                r.abort().await;
             } else {
-                r.commit();
+                r.commit().await;
             }
         }
         res
@@ -60,12 +70,6 @@ impl Registry {
         let info = ctx.info;
         {
             let md = meta_mut(obj);
-            let name = md.get("name").and_then(Value::as_str).unwrap_or("").to_string();
-            if name.is_empty() {
-                if let Some(g) = md.get("generateName").and_then(Value::as_str).filter(|g| !g.is_empty()) {
-                    md.insert("name".into(), Value::String(object::generate_name(g)));
-                }
-            }
             md.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
             md.insert("creationTimestamp".into(), Value::String(object::now_rfc3339()));
             md.remove("deletionTimestamp");
@@ -121,6 +125,9 @@ impl Registry {
         match self.create(&mut Self::server_ctx(&user, info, ns.as_deref()), obj).await {
             Ok(_) => Ok(()),
             Err(e) if e.code == 409 => Ok(()),
+            // Another API server on the same store created it first (a Service's address is
+            // then already allocated rather than the name taken, when it reserved first).
+            Err(_) if self.get(info, ns.as_deref(), &name).is_ok() => Ok(()),
             Err(e) => Err(e),
         }
     }

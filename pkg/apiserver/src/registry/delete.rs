@@ -100,8 +100,8 @@ impl Registry {
             }
             return match self.store.delete(&old_kv.key, Some(old_kv.mod_revision)).await {
                 Ok(_) => {
-                    if let Some(a) = self.allocators.get(&(info.group, info.resource)) {
-                        a.release_object(&old);
+                    if let Some(a) = self.allocator(info) {
+                        a.release_object(&old).await;
                     }
                     Ok(WriteOutcome::Written(old))
                 }

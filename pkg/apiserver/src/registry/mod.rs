@@ -302,16 +302,9 @@ impl Registry {
         validated
     }
 
-    /// The allocator of `info`'s resource, seeded from the stored objects on first use.
-    fn allocator(&self, info: &ResourceInfo) -> Result<Option<&dyn Allocator>, ApiError> {
-        let Some(a) = self.allocators.get(&(info.group, info.resource)) else { return Ok(None) };
-        if !a.seeded() {
-            let page = self.store.list(&info.storage_prefix(), None, 0, None).map_err(|e| from_store(e, info, ""))?;
-            let stored: Vec<Value> =
-                page.items.iter().filter_map(|kv| serde_json::from_slice(&kv.value).ok()).collect();
-            a.seed(&stored);
-        }
-        Ok(Some(a.as_ref()))
+    /// The allocator of `info`'s resource, if its writes take part in allocation.
+    fn allocator(&self, info: &ResourceInfo) -> Option<&dyn Allocator> {
+        self.allocators.get(&(info.group, info.resource)).map(|a| a.as_ref())
     }
 
     /// The context of a write the server makes as itself (bootstrap objects).

@@ -120,22 +120,22 @@ impl Registry {
         if ctx.subresource.is_none() {
             info.strategy.prepare_for_update(&mut new, old).map_err(|e| ApiError::bad_request(e.0))?;
         }
-        let alloc = if ctx.subresource.is_none() { self.allocator(info)? } else { None };
+        let alloc = if ctx.subresource.is_none() { self.allocator(info) } else { None };
         let reservation = match alloc {
-            Some(a) => Some(a.reserve_for_update(&mut new, old)?),
+            Some(a) => Some(a.reserve_for_update(&mut new, old, ctx.dry_run).await?),
             None => None,
         };
         let res = self.write_update(ctx, old, old_kv, new).await;
         if let (Some(a), Some(r)) = (alloc, reservation) {
             match (&res, ctx.dry_run) {
                 (Ok(WriteOutcome::Written(written)), false) => {
-                    r.commit();
+                    r.commit().await;
                     // The last finalizer went: so did the object.
                     if object::is_deleting(written) && object::finalizers(written).is_empty() {
-                        a.release_object(written);
+                        a.release_object(written).await;
                     }
                 }
-                _ => r.abort(),
+                _ => r.abort().await,
             }
         }
         res
