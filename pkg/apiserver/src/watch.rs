@@ -61,11 +61,15 @@ impl Encoder {
         Bytes::from(line)
     }
 
-    /// A frame for a stored object, without decoding more of it than its metadata.
-    fn raw_frame(&self, kind: &str, stored: &[u8], revision: u64) -> Option<Bytes> {
-        let obj = match self.metadata {
-            Some(av) => object::stored_partial_metadata(stored, revision, av)?,
-            None => object::storage_json_with_rv(stored, revision)?,
+    /// A frame for an event's stored object, without decoding more of it than its metadata.
+    /// The object with its resourceVersion is the same for every watcher of the event: the
+    /// first one to frame it encodes it for all (the event's memo).
+    fn raw_frame(&self, kind: &str, ev: &Event) -> Option<Bytes> {
+        let obj: Bytes = match self.metadata {
+            Some(av) => object::stored_partial_metadata(&ev.kv.value, ev.revision, av)?.into(),
+            None => {
+                ev.encoded.get_or_init(|| object::storage_json_with_rv(&ev.kv.value, ev.revision).map(Bytes::from))?
+            }
         };
         let mut line = Vec::with_capacity(obj.len() + kind.len() + 24);
         line.extend_from_slice(b"{\"type\":\"");
@@ -351,7 +355,7 @@ impl Encoder {
                 }
                 EventKind::Delete => f.stored_matches(&ev.kv.key, &ev.kv.value).then_some("DELETED"),
             };
-            return kind.and_then(|k| self.raw_frame(k, &ev.kv.value, ev.revision));
+            return kind.and_then(|k| self.raw_frame(k, ev));
         }
         let cur = object::from_storage(&ev.kv.value, ev.revision).and_then(|o| {
             if !convert {
@@ -384,6 +388,37 @@ mod tests {
 
     fn opts(fields: &str) -> ListOptions {
         ListOptions { field_selector: Selector::parse_fields(fields).expect("selector"), ..Default::default() }
+    }
+
+    #[test]
+    fn watchers_of_one_event_share_its_encoding() {
+        let configmaps = k1s_api::resources::find("", "v1", "configmaps").expect("configmaps");
+        let stored = bytes::Bytes::from_static(
+            br#"{"kind":"ConfigMap","metadata":{"name":"a","namespace":"d"},"data":{"k":"v"}}"#,
+        );
+        let kv = k1s_store::KeyValue {
+            key: "/registry/configmaps/d/a".into(),
+            value: stored.clone(),
+            create_revision: 7,
+            mod_revision: 7,
+            version: 1,
+        };
+        let ev = k1s_store::Event::new(7, EventKind::Create, kv, None);
+        let list = ListOptions::default();
+        let filter = Filter::new(configmaps, &list);
+        let mut plain = Encoder { info: configmaps, table: None, metadata: None, columns_sent: false };
+        let mut other = Encoder { info: configmaps, table: None, metadata: None, columns_sent: false };
+        let first = plain.event(&ev, &filter).expect("frame");
+        let shared = ev.encoded.get_or_init(|| None).expect("the first watcher encoded the object for all");
+        let second = other.event(&ev, &filter).expect("frame");
+        assert_eq!(first, second);
+        let want = object::storage_json_with_rv(&stored, 7).expect("stamped");
+        assert_eq!(shared.as_ref(), want.as_slice());
+        assert_eq!(first.as_ref(), [br#"{"type":"ADDED","object":"#.as_slice(), &want, b"}\n"].concat().as_slice());
+        // A metadata-only watcher frames its own, smaller object.
+        let mut meta = Encoder { info: configmaps, table: None, metadata: Some("meta.k8s.io/v1"), columns_sent: false };
+        let partial = meta.event(&ev, &filter).expect("frame");
+        assert!(!String::from_utf8_lossy(&partial).contains("\"data\""));
     }
 
     #[test]

@@ -55,6 +55,20 @@ pub(crate) fn val_from_json(value: &serde_json::Value) -> Box<dyn Val> {
     }
 }
 
+/// [`val_from_json`] of a value cut down to the fields expressions read: a map of only those
+/// fields, each converted as far as it is read.
+pub(crate) fn val_from_pruned(value: &crate::Pruned<'_>) -> Box<dyn Val> {
+    match value {
+        crate::Pruned::Whole(v) => val_from_json(v),
+        crate::Pruned::Fields(fields) => Box::new(CelMap::from(
+            fields
+                .iter()
+                .map(|(k, v)| (CelMapKey::from((*k).to_owned()), val_from_pruned(v)))
+                .collect::<HashMap<_, _>>(),
+        )),
+    }
+}
+
 /// A CEL map of string keys.
 pub fn map(entries: impl IntoIterator<Item = (String, Value)>) -> Value {
     let map: HashMap<Key, Value> = entries.into_iter().map(|(k, v)| (Key::from(k), v)).collect();

@@ -55,6 +55,7 @@ mod format;
 mod json;
 mod library;
 mod net;
+mod paths;
 mod quantity;
 mod url;
 mod version;
@@ -68,6 +69,7 @@ use std::time::{Duration, Instant};
 pub use authz::{authorizer, request_resource, Authorize, AuthzDecision, AuthzRequest, AuthzUser};
 pub use cel::Value;
 pub use json::{from_json, map, to_json};
+pub use paths::{Paths, Pruned};
 
 /// Upstream's `PerCallLimit`: the most one evaluation of an expression may cost.
 pub const PER_CALL_LIMIT: u64 = 1_000_000;
@@ -220,6 +222,14 @@ impl Activation {
         self
     }
 
+    /// [`Activation::bind_json`] of only the parts of `value` that `paths` read (see
+    /// [`Program::paths`]): programs that read no more than `paths` evaluate as with the whole
+    /// value bound, without converting the rest.
+    pub fn bind_json_paths(&mut self, name: &str, value: &serde_json::Value, paths: &Paths) -> &mut Self {
+        self.vars.insert(name.to_owned(), json::val_from_pruned(&paths.prune(value)));
+        self
+    }
+
     /// Whether `name` is bound.
     pub fn contains(&self, name: &str) -> bool {
         self.vars.contains_key(name)
@@ -245,6 +255,8 @@ pub struct Program {
     source: String,
     expr: Arc<cel::IdedExpr>,
     uses: BTreeSet<String>,
+    /// The parts of each declared variable the expression reads.
+    paths: BTreeMap<String, Paths>,
 }
 
 impl Program {
@@ -252,8 +264,15 @@ impl Program {
     pub fn compile(expr: &str, vars: &[&str]) -> Result<Program, CompileError> {
         let program = env().compile(expr).map_err(|e| CompileError::new(check::format_parse_errors(&e)))?;
         let uses = check::check(expr, &program, vars)?;
+        let paths = paths::read_paths(program.expression(), vars);
         let instrumented = cost::instrument(program.expression().clone());
-        Ok(Program { source: expr.to_owned(), expr: Arc::new(instrumented), uses })
+        Ok(Program { source: expr.to_owned(), expr: Arc::new(instrumented), uses, paths })
+    }
+
+    /// The parts of the declared variable `var` the expression reads (nothing for a variable
+    /// it does not name, everything for one that was not declared).
+    pub fn paths(&self, var: &str) -> Paths {
+        self.paths.get(var).cloned().unwrap_or(Paths::All)
     }
 
     /// Whether the expression refers to the declared variable `var` (e.g. `oldSelf`).

@@ -550,3 +550,44 @@ fn authorizer_library() {
     assert_eq!(run(&format!("{broken}.errored() && {broken}.error() == 'no authorizer'")), json!(true));
     assert_eq!(run("authorizer.group('').resource('pods').check('get').errored()"), json!(false));
 }
+
+#[test]
+fn a_variable_bound_with_only_the_paths_read_evaluates_as_the_whole_value() {
+    let pod = json!({"metadata": {"name": "p", "labels": {"app": "a"}},
+        "spec": {"containers": [{"name": "c", "image": "x:1"}], "replicas": 3, "nested": {"deep": {"k": 1}}},
+        "status": {"phase": "Running"}});
+    let cases = [
+        ("object.spec.containers.all(c, !c.image.endsWith(':latest'))", true),
+        ("has(object.spec.replicas) && !has(object.spec.missing) && object.spec.nested.deep.k == 1", true),
+        ("object.spec.nope", true),
+        ("object.nope.deeper", true),
+        ("size(object.metadata.labels) == 1 && 'app' in object.metadata.labels", true),
+        ("size(object.spec) == 3", true),
+        ("object == object", false),
+        ("[object.spec].all(s, has(s.replicas))", true),
+        ("[{'a': 1}].all(object, object.a == 1) && object.status.phase == 'Running'", true),
+        ("object.spec['replicas'] == 3", true),
+        ("object.?spec.orValue({}).replicas == 3", false),
+    ];
+    for (expr, pruned) in cases {
+        let program = Program::compile(expr, &["object"]).unwrap_or_else(|e| panic!("{expr}: {e}"));
+        let paths = program.paths("object");
+        assert_eq!(paths != Paths::All, pruned, "{expr}: {paths:?}");
+        let mut whole = Activation::new();
+        whole.bind_json("object", &pod);
+        let mut cut = Activation::new();
+        cut.bind_json_paths("object", &pod, &paths);
+        let (mut b1, mut b2) = (CostBudget::default(), CostBudget::default());
+        let (a, b) = (program.eval_json(&whole, &mut b1), program.eval_json(&cut, &mut b2));
+        assert_eq!(a, b, "{expr}");
+        assert_eq!(b1.remaining, b2.remaining, "{expr}: the same cost");
+    }
+    // Paths of several programs combine; a variable not named reads nothing.
+    let mut all =
+        Program::compile("object.spec.replicas > 0", &["object", "oldObject"]).expect("compile").paths("object");
+    all.union(&Program::compile("object.metadata.name != ''", &["object"]).expect("compile").paths("object"));
+    let Pruned::Fields(fields) = all.prune(&pod) else { panic!("pruned: {all:?}") };
+    assert_eq!(fields.iter().map(|(k, _)| *k).collect::<Vec<_>>(), ["metadata", "spec"]);
+    let unused = Program::compile("object.spec.replicas > 0", &["object", "oldObject"]).expect("compile");
+    assert_eq!(unused.paths("oldObject"), Paths::default());
+}

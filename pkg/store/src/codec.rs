@@ -102,7 +102,7 @@ pub(crate) fn decode_event(revision: u64, raw: &[u8]) -> Option<Event> {
         }
         _ => None,
     };
-    Some(Event { revision, kind, kv, prev })
+    Some(Event::new(revision, kind, kv, prev))
 }
 
 #[cfg(test)]
@@ -118,10 +118,10 @@ mod tests {
             version: 2,
             value: Bytes::from_static(b"{}"),
         };
-        let ev = Event { revision: 9, kind: EventKind::Update, kv: kv.clone(), prev: Some(kv.clone()) };
+        let ev = Event::new(9, EventKind::Update, kv.clone(), Some(kv.clone()));
         let back = decode_event(9, &encode_event(&ev)).expect("decodes");
         assert_eq!(back, ev);
-        let ev = Event { revision: 9, kind: EventKind::Create, kv, prev: None };
+        let ev = Event::new(9, EventKind::Create, kv, None);
         assert_eq!(decode_event(9, &encode_event(&ev)).expect("decodes"), ev);
         assert!(decode_event(1, b"\x07").is_none());
     }

@@ -720,11 +720,11 @@ fn event(root: &str, ev: pb::Event) -> Option<Event> {
             Some(p) => KeyValue { mod_revision: revision, ..p.clone() },
             None => kv,
         };
-        Event { revision, kind: EventKind::Delete, kv: deleted, prev }
+        Event::new(revision, EventKind::Delete, deleted, prev)
     } else if kv.version == 1 {
-        Event { revision, kind: EventKind::Create, kv, prev: None }
+        Event::new(revision, EventKind::Create, kv, None)
     } else {
-        Event { revision, kind: EventKind::Update, kv, prev }
+        Event::new(revision, EventKind::Update, kv, prev)
     })
 }
 

@@ -17,4 +17,4 @@ mod watch;
 
 pub use etcd::EtcdConfig;
 pub use store::{KeyValue, ListResult, Op, Stats, Store, StoreError, StoreOptions, COMMIT_BUCKETS};
-pub use watch::{Event, EventKind, Watcher};
+pub use watch::{Event, EventKind, Memo, Watcher};

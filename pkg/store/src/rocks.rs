@@ -438,7 +438,7 @@ fn commit(inner: &Inner, reqs: Vec<WriteReq>, wopts: &WriteOptions) {
                             mod_revision: rev,
                             version: 1,
                         };
-                        Ok((Some(kv.clone()), Event { revision: rev, kind: EventKind::Create, kv, prev: None }))
+                        Ok((Some(kv.clone()), Event::new(rev, EventKind::Create, kv, None)))
                     }
                 },
                 Op::Update { value, expected, .. } => check(expected).map(|cur| {
@@ -450,12 +450,12 @@ fn commit(inner: &Inner, reqs: Vec<WriteReq>, wopts: &WriteOptions) {
                         mod_revision: rev,
                         version: cur.version + 1,
                     };
-                    (Some(kv.clone()), Event { revision: rev, kind: EventKind::Update, kv, prev: Some(cur) })
+                    (Some(kv.clone()), Event::new(rev, EventKind::Update, kv, Some(cur)))
                 }),
                 Op::Delete { expected, .. } => check(expected).map(|cur| {
                     rev += 1;
                     let kv = KeyValue { mod_revision: rev, ..cur.clone() };
-                    (None, Event { revision: rev, kind: EventKind::Delete, kv, prev: Some(cur) })
+                    (None, Event::new(rev, EventKind::Delete, kv, Some(cur)))
                 }),
             };
             match step {

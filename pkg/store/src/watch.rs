@@ -2,6 +2,7 @@
 //! behind the fan-out catches up from the log instead of losing events.
 
 use crate::store::{KeyValue, Store, StoreError};
+use bytes::Bytes;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::Notify;
@@ -21,7 +22,36 @@ pub struct Event {
     pub kind: EventKind,
     pub kv: KeyValue,
     pub prev: Option<KeyValue>,
+    /// What the watchers of this event encode of it in common, encoded once for all of them.
+    pub encoded: Memo,
 }
+
+impl Event {
+    pub fn new(revision: u64, kind: EventKind, kv: KeyValue, prev: Option<KeyValue>) -> Event {
+        Event { revision, kind, kv, prev, encoded: Memo::default() }
+    }
+}
+
+/// Bytes derived from an event by the first of its watchers that needs them (the API server's
+/// wire encoding of the object) and shared with the others: the live fan-out hands every
+/// watcher the same event. Not part of the event's value: any two memos compare equal.
+#[derive(Clone, Debug, Default)]
+pub struct Memo(std::sync::OnceLock<Option<Bytes>>);
+
+impl Memo {
+    /// The memo's bytes, computing them with `derive` when nobody has yet.
+    pub fn get_or_init(&self, derive: impl FnOnce() -> Option<Bytes>) -> Option<Bytes> {
+        self.0.get_or_init(derive).clone()
+    }
+}
+
+impl PartialEq for Memo {
+    fn eq(&self, _: &Memo) -> bool {
+        true
+    }
+}
+
+impl Eq for Memo {}
 
 const LOG_PAGE: usize = 1024;
 

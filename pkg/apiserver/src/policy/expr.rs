@@ -47,6 +47,12 @@ impl Bindings {
         self.activation.bind_json(name, value);
     }
 
+    /// Binds (or rebinds) `name` to the parts of `value` that `paths` read: for expressions
+    /// that read no more of it (see [`Program::paths`]).
+    pub fn set_paths(&mut self, name: &str, value: &Value, paths: &k1s_cel::Paths) {
+        self.activation.bind_json_paths(name, value, paths);
+    }
+
     /// Binds `name` to a CEL value that JSON cannot hold (the `authorizer`).
     pub fn bind(&mut self, name: &str, value: k1s_cel::Value) {
         self.activation.bind(name, value);
@@ -68,5 +74,10 @@ impl Program {
     /// Whether the expression names the declared variable `var`.
     pub fn uses(&self, var: &str) -> bool {
         self.0.uses(var)
+    }
+
+    /// The parts of the declared variable `var` the expression reads.
+    pub fn paths(&self, var: &str) -> k1s_cel::Paths {
+        self.0.paths(var)
     }
 }

@@ -45,7 +45,13 @@ pub struct Policy {
     pub audit_annotations: Vec<(String, Compiled)>,
     /// The variables any of its expressions names: only these are built and bound per request.
     pub uses: Vec<&'static str>,
+    /// The parts of the request's objects (`object`, `oldObject`) its expressions read: only
+    /// these are converted to CEL values per request.
+    pub reads: Vec<(&'static str, k1s_cel::Paths)>,
 }
+
+/// The variables bound with only the parts the policy's expressions read.
+const PRUNED_VARS: [&str; 2] = ["object", "oldObject"];
 
 fn text(v: &Value, k: &str) -> Option<String> {
     v.get(k).and_then(Value::as_str).map(str::to_string)
@@ -102,11 +108,24 @@ impl Policy {
             audit_annotations,
             spec,
             uses: Vec::new(),
+            reads: Vec::new(),
         };
         policy.uses = vars
             .iter()
             .copied()
             .filter(|v| policy.expressions().iter().any(|(_, c)| c.program.as_ref().is_ok_and(|p| p.uses(v))))
+            .collect();
+        policy.reads = PRUNED_VARS
+            .iter()
+            .map(|var| {
+                let mut paths = k1s_cel::Paths::default();
+                for (_, c) in policy.expressions() {
+                    if let Ok(p) = &c.program {
+                        paths.union(&p.paths(var));
+                    }
+                }
+                (*var, paths)
+            })
             .collect();
         policy
     }
@@ -146,7 +165,12 @@ impl Policy {
 
     /// As [`Policy::evaluate`], with `extra` CEL values bound too (the `authorizer`).
     pub fn evaluate_with(&self, vars: &[(&str, &Value)], extra: &[(&str, k1s_cel::Value)]) -> Outcome {
-        let mut bindings = Bindings::of(vars.iter().copied());
+        let mut bindings = Bindings::of(vars.iter().copied().filter(|(name, _)| !PRUNED_VARS.contains(name)));
+        for (name, value) in vars {
+            if let Some((_, paths)) = self.reads.iter().find(|(var, _)| var == name) {
+                bindings.set_paths(name, value, paths);
+            }
+        }
         // `authorizer.requestResource` goes with `authorizer`: bound only when an expression reads it.
         for (name, value) in extra.iter().filter(|(name, _)| self.uses(name.split('.').next().unwrap_or(name))) {
             bindings.bind(name, value.clone());
