@@ -142,3 +142,33 @@ fn a_kubelet_that_stops_stops_the_server_with_a_non_zero_exit() {
     assert!(logs.contains("kubelet stopped"), "{logs}");
     assert!(logs.contains("the kubelet stopped while the server was running"), "{logs}");
 }
+
+/// A SIGTERM while the server waits for its own containerd to come up (a slow first start) is a
+/// shutdown like any other: the server exits 0, and the containerd it started is stopped. (CI
+/// caught a non-zero exit here: an upgrade's SIGTERM came during that wait.)
+#[test]
+fn sigterm_while_containerd_is_starting_exits_zero() {
+    let fake = tempfile::tempdir().expect("tempdir");
+    let containerd = fake.path().join("containerd");
+    // Never serves its socket; its argv names the test's config, so teardown finds it if left.
+    std::fs::write(&containerd, "#!/bin/sh\nwhile :; do sleep 1; done\n").expect("fake containerd");
+    let mut perms = std::fs::metadata(&containerd).expect("meta").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&containerd, perms).expect("chmod");
+    let path = format!("{}:{}", fake.path().display(), std::env::var("PATH").unwrap_or_default());
+    let mut s = Server::start_node_with_env(&[("PATH", &path)]);
+    let pid_file = s.run_dir().join("containerd").join("k1s-containerd.pid");
+    let pid = eventually(Duration::from_secs(60), "the fake containerd started", || {
+        std::fs::read_to_string(&pid_file).ok().and_then(|p| p.trim().parse::<u32>().ok())
+    });
+    let status = s.stop_status();
+    let logs = s.logs();
+    assert!(status.is_some_and(|st| st.success()), "exit {status:?} on SIGTERM while containerd starts:\n{logs}");
+    assert!(logs.contains("stopped while starting the node agent"), "{logs}");
+    let stat = format!("/proc/{pid}/stat");
+    eventually(Duration::from_secs(5), "the fake containerd stopped too", || {
+        // Gone, or a zombie waiting for init to reap it.
+        std::fs::read_to_string(&stat).map_or(Some(()), |s| s.contains(") Z ").then_some(()))
+    });
+    assert!(!pid_file.exists(), "its pid file is removed");
+}

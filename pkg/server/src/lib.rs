@@ -420,9 +420,15 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     let mut reloadable = vec![(tls_dir.join("serving-kube-apiserver.crt"), serving)];
     // On etcd, snapshots hold etcd's own (its Maintenance API's), scheduled as well.
     let mut components = snapshot::start(&store, &config.data_dir, &config.node_name, &config.snapshots, &cancel)?;
-    components.extend(
-        start_components(&config, &pki, &server_dir, &identity, &api_url, &mut reloadable, cancel.clone()).await?,
-    );
+    // A SIGTERM while the components start (containerd not ready yet, say) is a shutdown like any
+    // other: what did start stops in order below, and the server exits 0.
+    match start_components(&config, &pki, &server_dir, &identity, &api_url, &mut reloadable, cancel.clone()).await {
+        Ok(started) => components.extend(started),
+        Err(e) if cancel.is_cancelled() => {
+            tracing::info!(error = %k1s_api::errors::chain(&e), "stopped while starting the components")
+        }
+        Err(e) => return Err(e),
+    }
     components.push(Running { name: "the API server", task: api.task });
     let compactor = tokio::spawn(compact_periodically(store.clone(), config.compaction_interval, cancel.clone()));
     components.push(Running { name: "store compaction", task: compactor });
@@ -625,7 +631,16 @@ async fn start_components(
         tasks.push(Running::spawn("the scheduler", scheduler));
     }
     if !config.disable_agent {
-        tasks.extend(agent::start(config, pki, &cred, api_url, reloadable, cancel.clone()).await?);
+        match agent::start(config, pki, &cred, api_url, reloadable, cancel.clone()).await {
+            Ok(agent) => tasks.extend(agent),
+            // Stopped while containerd was starting: the controllers and the scheduler started
+            // above still stop in order (releasing their Leases).
+            Err(e) if cancel.is_cancelled() => {
+                tracing::info!(error = %k1s_api::errors::chain(&e), "stopped while starting the node agent");
+                return Ok(tasks);
+            }
+            Err(e) => return Err(e),
+        }
         if !disabled(config, Component::Proxy) {
             let client = component_client(
                 pki,

@@ -335,18 +335,24 @@ impl Server {
     }
 
     pub fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
-            let deadline = Instant::now() + Duration::from_secs(15);
-            while Instant::now() < deadline {
-                if c.try_wait().ok().flatten().is_some() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
+        let _ = self.stop_status();
+    }
+
+    /// SIGTERM, then the exit status; `None` when it was not running or had to be killed after
+    /// 15 s.
+    pub fn stop_status(&mut self) -> Option<std::process::ExitStatus> {
+        let mut c = self.child.take()?;
+        let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Some(status) = c.try_wait().ok().flatten() {
+                return Some(status);
             }
-            let _ = c.kill();
-            let _ = c.wait();
+            std::thread::sleep(Duration::from_millis(20));
         }
+        let _ = c.kill();
+        let _ = c.wait();
+        None
     }
 
     pub fn kubectl_cmd(&self, args: &[&str]) -> Command {
