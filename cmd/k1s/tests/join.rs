@@ -118,5 +118,16 @@ fn a_server_joins_through_another_server_with_the_token_alone() {
     let log =
         server_refuses(&[&format!("--server=https://127.0.0.1:{}", alone.port), &format!("--token={alone_token}")]);
     assert!(log.contains("keeps its state in its embedded store"), "{log}");
+    // ... and even a token holder gets no keys from it: only the public CA.
+    let secret = alone_token.rsplit_once("::server:").map(|(_, s)| s.to_string()).expect("a full token");
+    let out = std::process::Command::new("curl")
+        .args(["-sk", "-u", &format!("server:{secret}")])
+        .arg(format!("https://127.0.0.1:{}/v1-k1s/server-bootstrap", alone.port))
+        .output()
+        .expect("curl");
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON answer");
+    let files: Vec<&String> = answer["files"].as_object().expect("files").keys().collect();
+    assert_eq!(files, ["server-ca.crt"], "{answer}");
+    assert!(answer["datastore"].is_null(), "{answer}");
     drop(etcd);
 }

@@ -331,12 +331,16 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     let join_endpoint = k1s_apiserver::JoinEndpoint {
         secret: token.secret.clone(),
         ca_pem: pki.ca.cert_pem.clone(),
-        bootstrap: serde_json::to_vec(&join::Bootstrap {
-            files: join::read_shared(&tls_dir)?,
-            datastore: match &datastore {
-                Datastore::Embedded => None,
-                Datastore::Etcd(etcd) => Some(join::DatastoreInfo::of(etcd)?),
+        // On the embedded store no other server can join: the answer says so and hands out no
+        // keys, only the (public) CA that the joining server checks the token against.
+        bootstrap: serde_json::to_vec(&match &datastore {
+            Datastore::Embedded => join::Bootstrap {
+                files: [("server-ca.crt".to_string(), pki.ca.cert_pem.clone())].into(),
+                datastore: None,
             },
+            Datastore::Etcd(etcd) => {
+                join::Bootstrap { files: join::read_shared(&tls_dir)?, datastore: Some(join::DatastoreInfo::of(etcd)?) }
+            }
         })
         .unwrap_or_default(),
     };
