@@ -9,7 +9,7 @@ use k1s_cri::{Code, CriError, CriOp, FailureRule, FakeRuntime};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Serves `fake` on a unix socket under `dir` from a runtime of its own; returns the endpoint.
 fn serve_fake(fake: &Arc<FakeRuntime>, dir: &Path) -> (String, tokio::runtime::Runtime) {
@@ -123,20 +123,12 @@ fn a_kubelet_that_stops_stops_the_server_with_a_non_zero_exit() {
         .stderr(log)
         .spawn()
         .expect("spawn k1s");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!(
-                "k1s kept running without its kubelet:\n{}",
-                std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = common::exit_within(
+        &mut child,
+        Duration::from_secs(60),
+        &dir.path().join("server.log"),
+        "k1s without its kubelet",
+    );
     let logs = std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default();
     assert!(!status.success(), "{logs}");
     assert!(logs.contains("kubelet stopped"), "{logs}");

@@ -608,21 +608,27 @@ pub fn server_refuses(extra: &[&str]) -> String {
         .stderr(std::fs::File::create(&log).expect("log"))
         .spawn()
         .expect("spawn k1s");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("k1s {extra:?} still running after 60 s:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = exit_within(&mut child, Duration::from_secs(60), &log, &format!("k1s {extra:?}"));
     let out = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(!status.success(), "k1s {extra:?} should have refused to start:\n{out}");
     assert!(!dir.path().join("kubeconfig.yaml").exists(), "no kubeconfig from a refused start");
     out
+}
+
+/// Waits for `child` (which logs to `log`) to exit within `limit`; kills it and fails the test
+/// with the log if it is still running then.
+pub fn exit_within(child: &mut Child, limit: Duration, log: &Path, what: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{what} still running after {limit:?}:\n{}", std::fs::read_to_string(log).unwrap_or_default());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Root, containerd and the local registry with the test images, once per test binary.
