@@ -155,7 +155,8 @@ struct ServerArgs {
     #[arg(long, env = "K1S_POD_SECURITY_ADMISSION_CONFIG_FILE")]
     pod_security_admission_config_file: Option<PathBuf>,
     /// (db) etcd v3 client URLs, comma-separated (https://HOST:2379[,https://HOST2:2379], or
-    /// http:// on loopback); default: the embedded RocksDB store under the data dir.
+    /// http:// on loopback; etcd://HOST:PORT is https:// with --datastore-cafile or
+    /// --datastore-certfile, http:// without); default: the embedded RocksDB store under the data dir.
     #[arg(long, env = "K1S_DATASTORE_ENDPOINT")]
     datastore_endpoint: Option<String>,
     /// (db) CA bundle to verify the etcd servers' certificates.
@@ -258,14 +259,8 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
             k1s_server::Datastore::Embedded
         }
         Some(list) => {
-            let endpoints: Vec<String> =
-                list.split(',').map(str::trim).filter(|e| !e.is_empty()).map(str::to_string).collect();
-            if endpoints.is_empty() {
-                bail!("--datastore-endpoint is empty");
-            }
-            if let Some(bad) = endpoints.iter().find(|e| !(e.starts_with("https://") || e.starts_with("http://"))) {
-                bail!("--datastore-endpoint {bad:?}: expected https://HOST:PORT (or http:// on loopback)");
-            }
+            let tls = a.datastore_cafile.is_some() || a.datastore_certfile.is_some();
+            let endpoints = datastore_endpoints(list, tls)?;
             k1s_server::Datastore::Etcd(k1s_server::EtcdConfig {
                 endpoints,
                 ca_file: a.datastore_cafile.clone(),
@@ -411,10 +406,42 @@ fn main() -> Result<()> {
     }
 }
 
+/// `--datastore-endpoint`'s list as client URLs. `etcd://HOST:PORT` (design.md's form) is
+/// `https://` when the datastore TLS files are given, `http://` when not.
+fn datastore_endpoints(list: &str, tls: bool) -> Result<Vec<String>> {
+    let mut endpoints = Vec::new();
+    for e in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let url = match e.strip_prefix("etcd://") {
+            Some(rest) if tls => format!("https://{rest}"),
+            Some(rest) => format!("http://{rest}"),
+            None if e.starts_with("https://") || e.starts_with("http://") => e.to_string(),
+            None => {
+                bail!("--datastore-endpoint {e:?}: expected https://HOST:PORT (or http:// on loopback, or etcd://)")
+            }
+        };
+        endpoints.push(url);
+    }
+    if endpoints.is_empty() {
+        bail!("--datastore-endpoint is empty");
+    }
+    Ok(endpoints)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{log_colour, server_config, Cli, Command};
+    use super::{datastore_endpoints, log_colour, server_config, Cli, Command};
     use clap::Parser as _;
+
+    #[test]
+    fn datastore_endpoints_take_urls_and_design_mds_etcd_form() {
+        let plain = datastore_endpoints("etcd://127.0.0.1:2379, http://127.0.0.1:2380", false).expect("urls");
+        assert_eq!(plain, ["http://127.0.0.1:2379", "http://127.0.0.1:2380"]);
+        let tls = datastore_endpoints("etcd://e1:2379,https://e2:2379", true).expect("urls");
+        assert_eq!(tls, ["https://e1:2379", "https://e2:2379"]);
+        let err = datastore_endpoints("e1:2379", false).expect_err("no scheme").to_string();
+        assert!(err.contains("expected https://HOST:PORT"), "{err}");
+        assert!(datastore_endpoints(" , ", false).is_err());
+    }
 
     #[test]
     fn logs_are_coloured_only_on_a_terminal_without_no_color() {
