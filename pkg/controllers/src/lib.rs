@@ -64,23 +64,49 @@ pub fn names() -> impl Iterator<Item = &'static str> {
     all().into_iter().map(|(name, _)| name)
 }
 
+/// How long the controllers may take to stop before the ones left are named in the log.
+const STOP_WARNING: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Resolves `STOP_WARNING` after `cancel` fires.
+async fn slow_to_stop(cancel: &tokio_util::sync::CancellationToken) {
+    cancel.cancelled().await;
+    tokio::time::sleep(STOP_WARNING).await;
+}
+
 /// Starts every controller not listed in `disabled`; returns when `cancel` fires.
 pub async fn run(ctx: Arc<Context>, disabled: &[String]) {
     let mut running = tokio::task::JoinSet::new();
+    let mut names = Vec::new();
     for (name, start) in all() {
         if disabled.iter().any(|d| d == name) {
             continue;
         }
         tracing::info!(controller = name, "starting controller");
         let task = start(ctx.clone());
+        names.push(name);
         running.spawn(async move {
             task.await;
             name
         });
     }
+    let mut warned = false;
+    let slow = slow_to_stop(&ctx.cancel);
+    tokio::pin!(slow);
     // A controller that ends before shutdown (or panics) ends them all: the server's supervisor
     // then stops the process rather than run with a controller missing.
-    while let Some(done) = running.join_next().await {
+    loop {
+        let done = tokio::select! {
+            done = running.join_next() => done,
+            () = &mut slow, if !warned => {
+                warned = true;
+                tracing::warn!(controllers = ?names, "controllers still stopping {STOP_WARNING:?} after shutdown began");
+                continue;
+            }
+        };
+        let Some(done) = done else { break };
+        if let Ok(name) = &done {
+            names.retain(|n| n != name);
+        }
         if ctx.cancel.is_cancelled() {
             continue;
         }

@@ -205,6 +205,19 @@ where
     }
 }
 
+/// How long running reconciles get to finish once shutdown began; then the controller stops
+/// without them (they are aborted).
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Resolves [`SHUTDOWN_GRACE`] after `cancel` fires: end a kube-runtime controller's stream with
+/// it (`take_until`) next to `graceful_shutdown_on(cancel)`. Graceful shutdown alone never ends
+/// when it begins before the controller's own store is ready: its runner waits for that store,
+/// whose watch the shutdown has already stopped.
+pub async fn shutdown_grace_over(cancel: CancellationToken) {
+    cancel.cancelled().await;
+    tokio::time::sleep(SHUTDOWN_GRACE).await;
+}
+
 struct Wrapped<C, K: Resource<DynamicType = ()>> {
     inner: Arc<C>,
     failures: Failures<ObjectRef<K>>,
@@ -232,6 +245,7 @@ pub async fn reconcile_loop<K, C, F, Fut, E>(
     let wrapped = Arc::new(Wrapped { inner: ctx, failures: Failures::new(Backoff::DEFAULT), name });
     let reconcile = Arc::new(reconcile);
     let shutdown = cancel.clone();
+    let grace_over = shutdown_grace_over(cancel.clone());
     KubeController::for_stream(futures::stream::pending(), store)
         .reconcile_on(triggers)
         .graceful_shutdown_on(async move { shutdown.cancelled().await })
@@ -259,6 +273,7 @@ pub async fn reconcile_loop<K, C, F, Fut, E>(
             },
             wrapped,
         )
+        .take_until(grace_over)
         .for_each(|result| {
             if let Err(e) = result {
                 tracing::debug!(controller = name, error = %e, "controller event");

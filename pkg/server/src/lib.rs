@@ -30,6 +30,7 @@ pub use k1s_store::EtcdConfig;
 use k1s_store::{Store, StoreOptions};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -175,13 +176,23 @@ pub async fn supervise(
     api_cancel: Option<&CancellationToken>,
 ) -> Result<(), ServerError> {
     let mut set = tokio::task::JoinSet::new();
+    // What still runs, for the log when the grace period ends with some not stopped.
+    let running: Arc<Mutex<Vec<&'static str>>> = Arc::new(Mutex::new(components.iter().map(|c| c.name).collect()));
     for c in components {
         let (name, task) = (c.name, c.task);
+        let running = running.clone();
         set.spawn(async move {
             let _ = task.await;
+            running.lock().unwrap_or_else(|p| p.into_inner()).retain(|n| *n != name);
             name
         });
     }
+    let still = |when: &str| {
+        let left = running.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if !left.is_empty() {
+            tracing::warn!(components = ?left, "{when}");
+        }
+    };
     let stopped = tokio::select! {
         biased;
         _ = cancel.cancelled() => None,
@@ -197,9 +208,14 @@ pub async fn supervise(
     if let Some(api) = api_cancel {
         let _ =
             tokio::time::timeout(grace / 2, async { while set.len() > 1 && set.join_next().await.is_some() {} }).await;
+        if set.len() > 1 {
+            still("still stopping when the API server stops");
+        }
         api.cancel();
     }
-    let _ = tokio::time::timeout(grace, async { while set.join_next().await.is_some() {} }).await;
+    if tokio::time::timeout(grace, async { while set.join_next().await.is_some() {} }).await.is_err() {
+        still("not stopped within the grace period; exiting without them");
+    }
     match stopped {
         Some(component) => Err(ServerError::ComponentStopped { component }),
         None => Ok(()),

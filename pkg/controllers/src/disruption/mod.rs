@@ -373,6 +373,7 @@ pub async fn run(ctx: Arc<Context>) {
         }));
     }
     let cancel = ctx.cancel.clone();
+    let grace = cancel.clone();
     let ready = {
         let (p, r, d, c, s) =
             (pods.clone(), replica_sets.clone(), deployments.clone(), controllers.clone(), stateful_sets.clone());
@@ -392,6 +393,7 @@ pub async fn run(ctx: Arc<Context>) {
             controller
                 .graceful_shutdown_on(async move { cancel.cancelled().await })
                 .run(reconcile, error_policy, state)
+                .take_until(k1s_runtime::controller::shutdown_grace_over(grace))
                 .for_each(|_| futures::future::ready(()))
                 .await;
         }

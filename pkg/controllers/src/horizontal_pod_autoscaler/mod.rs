@@ -622,6 +622,7 @@ pub async fn run(ctx: Arc<Context>) {
         history: Mutex::new(HashMap::new()),
     });
     let cancel = ctx.cancel.clone();
+    let grace = cancel.clone();
     let controller =
         Controller::new(Api::<HorizontalPodAutoscaler>::all(ctx.client.clone()), watcher::Config::default());
     let hpas = controller.store();
@@ -642,6 +643,7 @@ pub async fn run(ctx: Arc<Context>) {
             controller
                 .graceful_shutdown_on(async move { cancel.cancelled().await })
                 .run(reconcile, error_policy, state)
+                .take_until(k1s_runtime::controller::shutdown_grace_over(grace))
                 .for_each(|_| futures::future::ready(()))
                 .await;
         }

@@ -224,6 +224,7 @@ pub async fn run(ctx: Arc<Context>) {
         .default_backoff()
         .touched_objects();
     let cancel = ctx.cancel.clone();
+    let grace = cancel.clone();
     controller
         .watches_stream(pods, move |pod| {
             let ns = pod.metadata.namespace.clone()?;
@@ -246,6 +247,7 @@ pub async fn run(ctx: Arc<Context>) {
             error_policy,
             state,
         )
+        .take_until(k1s_runtime::controller::shutdown_grace_over(grace))
         .for_each(|_| futures::future::ready(()))
         .await;
 }
