@@ -19,6 +19,7 @@
 //!   (upstream's pvc-protection and pv-protection controllers).
 
 use crate::Context;
+use futures::StreamExt as _;
 use k1s_api::storage::{
     annotation, capacity, claim_class as class_of_claim, claim_phase as phase_of_claim, dynamic_provisioner, fits,
     names, volume_phase as phase_of_volume, waits_for_first_consumer, BETA_STORAGE_PROVISIONER, BIND_COMPLETED,
@@ -322,6 +323,18 @@ impl Binder {
     }
 }
 
+/// Whether a pod watch event can concern the binder: not one of a pod that mounts no claim.
+fn matters(e: &Result<watcher::Event<Pod>, watcher::Error>) -> bool {
+    match e {
+        Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p) | watcher::Event::Delete(p)) => mounts_a_claim(p),
+        _ => true,
+    }
+}
+
+fn mounts_a_claim(p: &Pod) -> bool {
+    p.spec.as_ref().is_some_and(|s| s.volumes.iter().flatten().any(|v| v.persistent_volume_claim.is_some()))
+}
+
 /// Whether `v`'s required node affinity admits the node named `node` (by hostname label, the
 /// only label a volume's affinity is checked against here).
 fn node_allows(v: &PersistentVolume, node: &str) -> bool {
@@ -355,7 +368,17 @@ pub async fn run(ctx: Arc<Context>) {
             reflector::reflector(w2, watcher(Api::<PersistentVolume>::all(client.clone()), cfg())).default_backoff(),
         ),
         signal(2, reflector::reflector(w3, watcher(Api::<StorageClass>::all(client.clone()), cfg())).default_backoff()),
-        signal(3, reflector::reflector(w4, watcher(Api::<Pod>::all(client), cfg())).default_backoff()),
+        // Only the pods that mount a claim: the binder never looks at the others, and a pod's
+        // volumes never change, so filtering the events keeps the cache exact. (Caching every pod
+        // made each pod create cost a scan of all of them.)
+        signal(
+            3,
+            reflector::reflector(
+                w4,
+                watcher(Api::<Pod>::all(client), cfg()).filter(|e| std::future::ready(matters(e))),
+            )
+            .default_backoff(),
+        ),
     ];
     let binder = Binder { ctx: ctx.clone(), claims, volumes, classes, pods, told: Default::default() };
     sync_on_changes(watches, Duration::from_secs(15), &ctx.cancel, || binder.sync()).await;
@@ -370,6 +393,28 @@ mod tests {
     };
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn only_pods_that_mount_a_claim_reach_the_binders_cache() {
+        use k8s_openapi::api::core::v1::{PersistentVolumeClaimVolumeSource, PodSpec, Volume};
+        let pod = |claim: Option<&str>| Pod {
+            spec: Some(PodSpec {
+                volumes: Some(vec![Volume {
+                    name: "v".into(),
+                    persistent_volume_claim: claim
+                        .map(|c| PersistentVolumeClaimVolumeSource { claim_name: c.into(), ..Default::default() }),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(matters(&Ok(watcher::Event::Apply(pod(Some("data"))))));
+        assert!(matters(&Ok(watcher::Event::Delete(pod(Some("data"))))));
+        assert!(!matters(&Ok(watcher::Event::Apply(pod(None)))));
+        assert!(!matters(&Ok(watcher::Event::InitApply(Pod::default()))));
+        assert!(matters(&Ok(watcher::Event::Init)) && matters(&Ok(watcher::Event::InitDone)));
+    }
 
     fn volume(name: &str, class: &str, size: &str, modes: &[&str]) -> PersistentVolume {
         PersistentVolume {
