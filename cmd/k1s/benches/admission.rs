@@ -105,6 +105,18 @@ fn pod(name: &str, image: &str, privileged: bool, cpu_limit: Option<&str>) -> St
 
 const IMAGE: &str = "127.0.0.1:5000/busybox:1.36";
 
+/// The store's current revision (a list's `resourceVersion`): how many writes the server made.
+async fn revision(conn: &Conn) -> u64 {
+    let head = http::Request::get("https://127.0.0.1/api/v1/namespaces/default/configmaps?limit=1")
+        .header("accept", "application/json")
+        .body(())
+        .expect("request");
+    let (status, reply) = exchange(conn, head, bytes::Bytes::new()).await;
+    assert_eq!(status, 200, "listing configmaps: {}", String::from_utf8_lossy(&reply));
+    let list: serde_json::Value = serde_json::from_slice(&reply).expect("list");
+    list["metadata"]["resourceVersion"].as_str().and_then(|v| v.parse().ok()).expect("resourceVersion")
+}
+
 async fn create(conn: &Conn, ns: &str, body: String) -> (http::StatusCode, String) {
     let (head, body) = post_json(&format!("/api/v1/namespaces/{ns}/pods"), body);
     let (status, reply) = exchange(conn, head, body).await;
@@ -156,6 +168,9 @@ struct Measured {
     latencies: Vec<Duration>,
     elapsed: Duration,
     server_cpu: Duration,
+    /// Store revisions while measuring: the writes each create caused (its own and the
+    /// controllers' and the policies').
+    writes: u64,
 }
 
 impl Measured {
@@ -166,11 +181,12 @@ impl Measured {
     fn print(&self, what: &str) {
         let n = self.latencies.len();
         println!(
-            "{what}: {n} creates, {:.0} creates/s, p50={:?} p99={:?}, server CPU per create {:.0} µs",
+            "{what}: {n} creates, {:.0} creates/s, p50={:?} p99={:?}, server CPU per create {:.0} µs, store writes per create {:.2}",
             n as f64 / self.elapsed.as_secs_f64(),
             self.p(0.50),
             self.p(0.99),
-            self.server_cpu.as_secs_f64() * 1e6 / n as f64
+            self.server_cpu.as_secs_f64() * 1e6 / n as f64,
+            self.writes as f64 / n as f64
         );
     }
 }
@@ -209,20 +225,23 @@ fn main() {
 
     let per_ns = env_usize("K1S_BENCH_CREATES", 4_000);
     let rounds = env_usize("K1S_BENCH_ROUNDS", 4).max(1);
-    let mut plain = Measured { latencies: Vec::new(), elapsed: Duration::ZERO, server_cpu: Duration::ZERO };
-    let mut guarded = Measured { latencies: Vec::new(), elapsed: Duration::ZERO, server_cpu: Duration::ZERO };
+    let mut plain = Measured { latencies: Vec::new(), elapsed: Duration::ZERO, server_cpu: Duration::ZERO, writes: 0 };
+    let mut guarded =
+        Measured { latencies: Vec::new(), elapsed: Duration::ZERO, server_cpu: Duration::ZERO, writes: 0 };
     for r in 0..rounds {
         // Alternate which namespace goes first, so neither always follows the other.
         let order = if r % 2 == 0 { [("plain", 0), ("guarded", 1)] } else { [("guarded", 1), ("plain", 0)] };
         // `K1S_BENCH_ONLY=plain|guarded`: one namespace only (to profile the server on it).
         let only = std::env::var("K1S_BENCH_ONLY").ok();
         for (ns, which) in order.into_iter().filter(|(ns, _)| only.as_deref().is_none_or(|o| o == *ns)) {
+            let rev = rt.block_on(revision(&conns[0]));
             let cpu = cpu_time(&pid);
             let start = Instant::now();
             let lat = rt.block_on(round(&conns, ns, r, per_ns / rounds));
             let m = if which == 0 { &mut plain } else { &mut guarded };
             m.elapsed += start.elapsed();
             m.server_cpu += cpu_time(&pid) - cpu;
+            m.writes += rt.block_on(revision(&conns[0])) - rev;
             m.latencies.extend(lat);
         }
     }

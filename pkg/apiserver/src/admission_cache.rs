@@ -1,6 +1,7 @@
 //! Watch-fed caches of the objects admission plugins read on every request (upstream's
-//! informer listers): ResourceQuotas and LimitRanges by namespace, each object decoded once
-//! when it changes instead of listed and decoded from the store on every create.
+//! informer listers): ResourceQuotas and LimitRanges by namespace, and the Namespaces whose
+//! labels PodSecurity and the admission policies select on, each object decoded once when it
+//! changes instead of read and decoded from the store on every create.
 //!
 //! A cache lists its prefix once, then follows a store watch from the list's revision. It
 //! has no task of its own: every read first takes the watch's pending events. The store
@@ -47,6 +48,13 @@ impl<T> Cache<T> {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         self.sync(&mut inner)?;
         Ok(inner.by_namespace.get(namespace).map(|m| m.values().cloned().collect()).unwrap_or_default())
+    }
+
+    /// One object: `namespace` is `""` for a cluster-scoped one.
+    pub fn get(&self, namespace: &str, name: &str) -> Result<Option<Arc<T>>, StoreError> {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        self.sync(&mut inner)?;
+        Ok(inner.by_namespace.get(namespace).and_then(|m| m.get(name)).cloned())
     }
 
     fn insert(&self, inner: &mut Inner<T>, kv: &KeyValue) {
@@ -147,6 +155,23 @@ mod tests {
         store.delete("/r/q/a/two", None).await.expect("delete");
         assert_eq!(names("a"), ["5"]);
         assert!(names("c").is_empty());
+    }
+
+    #[tokio::test]
+    async fn cluster_scoped_objects_are_got_by_name() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path(), k1s_store::StoreOptions::default()).expect("open");
+        store.create("/r/ns/dev", Bytes::from("1")).await.expect("write");
+        let cache = Cache::new(store.clone(), "/r/ns/", parse);
+        let get = |name: &str| cache.get("", name).expect("get").map(|s| s.to_string());
+        assert_eq!(get("dev").as_deref(), Some("1"));
+        assert_eq!(get("prod"), None);
+        store.update("/r/ns/dev", Bytes::from("2"), None).await.expect("write");
+        store.create("/r/ns/prod", Bytes::from("3")).await.expect("write");
+        assert_eq!(get("dev").as_deref(), Some("2"));
+        assert_eq!(get("prod").as_deref(), Some("3"));
+        store.delete("/r/ns/dev", None).await.expect("delete");
+        assert_eq!(get("dev"), None);
     }
 
     #[tokio::test]

@@ -188,15 +188,14 @@ impl Quotas {
                 }
             };
             let ns = obj.metadata.namespace.clone().unwrap_or_default();
-            let key = format!("{}/{}/{ns}/{}", ar.group, ar.plural, obj.metadata.name.clone().unwrap_or_default());
-            let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+            let key = format!("{}/{}/{ns}/{}", ar.group, ar.plural, obj.metadata.name.as_deref().unwrap_or_default());
             if deleted {
-                seen.remove(&key);
+                self.seen.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
                 self.queue.add(ns);
                 continue;
             }
-            let Ok(value) = serde_json::to_value(&obj) else { continue };
-            let usage = eval.usage(&value, jiff::Timestamp::now());
+            let usage = eval.usage(&usage_view(obj), jiff::Timestamp::now());
+            let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(before) = seen.insert(key, usage.clone()) {
                 if !quota::equals(&before, &usage) {
                     self.queue.add(ns);
@@ -204,6 +203,29 @@ impl Quotas {
             }
         }
     }
+}
+
+/// What the evaluators read of a watched object, taken from it without copying its spec and
+/// status: those, and of its metadata only what usage depends on (a pod's deletion, a claim's
+/// storage-class annotation), not its managed fields.
+fn usage_view(obj: DynamicObject) -> Value {
+    let DynamicObject { metadata, data, .. } = obj;
+    let mut view = match data {
+        Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    };
+    let mut meta = serde_json::Map::new();
+    if let Some(t) = metadata.deletion_timestamp.and_then(|t| serde_json::to_value(t).ok()) {
+        meta.insert("deletionTimestamp".into(), t);
+    }
+    if let Some(grace) = metadata.deletion_grace_period_seconds {
+        meta.insert("deletionGracePeriodSeconds".into(), grace.into());
+    }
+    if let Some(annotations) = metadata.annotations.and_then(|a| serde_json::to_value(a).ok()) {
+        meta.insert("annotations".into(), annotations);
+    }
+    view.insert("metadata".into(), Value::Object(meta));
+    Value::Object(view)
 }
 
 /// Whether a quota's status lacks what its spec asks for (new quota, changed spec).
@@ -292,5 +314,37 @@ mod tests {
         assert_eq!(status["hard"], quota["spec"]["hard"]);
         // configmaps were not listed (no such objects map entry): absent, not guessed.
         assert_eq!(status["used"], json!({"pods": "1", "requests.cpu": "250m"}));
+    }
+
+    #[test]
+    fn the_usage_view_measures_as_the_whole_object() {
+        let now: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().expect("time");
+        let objects = [
+            (
+                Evaluator::new("", "pods"),
+                json!({"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": "p", "namespace": "n", "deletionTimestamp": "2025-12-31T23:59:50Z",
+                                    "deletionGracePeriodSeconds": 30, "labels": {"a": "b"},
+                                    "managedFields": [{"manager": "m", "operation": "Update"}]},
+                       "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "250m", "memory": "1Gi"},
+                                                                          "limits": {"cpu": "1"}}}]},
+                       "status": {"phase": "Running"}}),
+            ),
+            (
+                Evaluator::new("", "persistentvolumeclaims"),
+                json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                       "metadata": {"name": "c", "namespace": "n",
+                                    "annotations": {"volume.beta.kubernetes.io/storage-class": "gold"}},
+                       "spec": {"resources": {"requests": {"storage": "5Gi"}}}}),
+            ),
+        ];
+        for (eval, whole) in objects {
+            let dynamic: DynamicObject = serde_json::from_value(whole.clone()).expect("object");
+            let view = usage_view(dynamic);
+            assert!(view.pointer("/metadata/managedFields").is_none());
+            let usage = eval.usage(&view, now);
+            assert!(!usage.is_empty());
+            assert!(quota::equals(&usage, &eval.usage(&whole, now)), "{usage:?}");
+        }
     }
 }

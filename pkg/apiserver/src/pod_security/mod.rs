@@ -26,9 +26,12 @@ use futures::future::BoxFuture;
 use k1s_store::Store;
 use policy::{Level, Policy};
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 pub struct PodSecurity {
     store: Store,
+    /// The namespaces' labels, decoded when a namespace changes, not on every pod write.
+    namespaces: crate::admission_cache::Cache<Map<String, Value>>,
     config: Config,
     /// The checks of each level and version asked for so far, chosen once (every pod write
     /// evaluates at least one).
@@ -80,9 +83,26 @@ impl Audit {
     }
 }
 
+/// A stored namespace's labels (empty without labels). Only the labels are decoded.
+fn namespace_labels(kv: &k1s_store::KeyValue) -> Option<Map<String, Value>> {
+    #[derive(serde::Deserialize)]
+    struct Namespace {
+        #[serde(default)]
+        metadata: Metadata,
+    }
+    #[derive(Default, serde::Deserialize)]
+    struct Metadata {
+        #[serde(default)]
+        labels: Option<Map<String, Value>>,
+    }
+    let parsed: Namespace = serde_json::from_slice(&kv.value).ok()?;
+    Some(parsed.metadata.labels.unwrap_or_default())
+}
+
 impl PodSecurity {
     pub fn new(store: Store, config: Config) -> Self {
-        PodSecurity { store, config, checks: Default::default() }
+        let namespaces = crate::admission_cache::Cache::new(store.clone(), "/registry/namespaces/", namespace_labels);
+        PodSecurity { store, namespaces, config, checks: Default::default() }
     }
 
     /// The violations of one pod against `lv`, in order: [`registry::run`] of the checks of
@@ -119,23 +139,9 @@ impl PodSecurity {
         !rc.is_empty() && self.config.exemptions.runtime_classes.iter().any(|n| n == rc)
     }
 
-    /// The stored namespace's labels (empty without labels). Only the labels are decoded:
-    /// this runs on every pod and workload write.
-    fn namespace_labels(&self, ns: &str) -> Result<Map<String, Value>, String> {
-        #[derive(serde::Deserialize)]
-        struct Namespace {
-            #[serde(default)]
-            metadata: Metadata,
-        }
-        #[derive(Default, serde::Deserialize)]
-        struct Metadata {
-            #[serde(default)]
-            labels: Option<Map<String, Value>>,
-        }
-        let kv = self.store.get(&format!("/registry/namespaces/{ns}")).map_err(|e| e.to_string())?;
-        let kv = kv.ok_or_else(|| format!("namespaces \"{ns}\" not found"))?;
-        let parsed: Namespace = serde_json::from_slice(&kv.value).map_err(|e| e.to_string())?;
-        Ok(parsed.metadata.labels.unwrap_or_default())
+    /// The namespace's labels (empty without labels).
+    fn namespace_labels(&self, ns: &str) -> Result<Arc<Map<String, Value>>, String> {
+        self.namespaces.get("", ns).map_err(|e| e.to_string())?.ok_or_else(|| format!("namespaces \"{ns}\" not found"))
     }
 
     fn validate_pod(&self, attrs: &Attributes<'_>) -> Result<(), ApiError> {
@@ -151,7 +157,7 @@ impl PodSecurity {
             tracing::error!(namespace = ns, error = %e, "PodSecurity: failed to fetch pod namespace");
             ApiError::internal(format!("failed to lookup namespace \"{ns}\""))
         })?;
-        let (policy, errs) = policy::policy_to_evaluate(Some(&labels), &self.config.defaults);
+        let (policy, errs) = policy::policy_to_evaluate(Some(&*labels), &self.config.defaults);
         if errs.is_empty() && policy.fully_privileged() {
             Audit(vec![("enforce-policy", policy::LevelVersion::PRIVILEGED_LATEST.to_string())]).record(attrs);
             return Ok(());
@@ -185,7 +191,7 @@ impl PodSecurity {
                 return Ok(());
             }
         };
-        let (policy, errs) = policy::policy_to_evaluate(Some(&labels), &self.config.defaults);
+        let (policy, errs) = policy::policy_to_evaluate(Some(&*labels), &self.config.defaults);
         if errs.is_empty() && policy.warn.level == Level::Privileged && policy.audit.level == Level::Privileged {
             return Ok(());
         }

@@ -57,6 +57,8 @@ struct Snapshot {
 pub struct Policies {
     store: Store,
     state: RwLock<Arc<Snapshot>>,
+    /// The namespaces, for `namespaceSelector` and `namespaceObject`.
+    namespaces: crate::admission_cache::Cache<Value>,
     /// Wakes the status writer after a reload.
     changed: tokio::sync::Notify,
     /// What the `authorizer` variable asks; unset, expressions naming it fail when they run.
@@ -77,8 +79,12 @@ fn load(store: &Store, prefix: &str) -> Vec<Value> {
 
 impl Policies {
     pub fn new(store: Store) -> Arc<Policies> {
+        let namespaces = crate::admission_cache::Cache::new(store.clone(), "/registry/namespaces/", |kv| {
+            crate::object::from_storage(&kv.value, kv.mod_revision)
+        });
         let p = Arc::new(Policies {
             store,
+            namespaces,
             state: RwLock::default(),
             changed: tokio::sync::Notify::new(),
             authorizer: std::sync::OnceLock::new(),
@@ -153,6 +159,11 @@ impl Policies {
     fn get(&self, key: &str) -> Option<Value> {
         let kv = self.store.get(key).ok().flatten()?;
         crate::object::from_storage(&kv.value, kv.mod_revision)
+    }
+
+    /// A namespace as stored (from the watch-fed cache).
+    fn namespace(&self, name: &str) -> Option<Arc<Value>> {
+        self.namespaces.get("", name).ok().flatten()
     }
 }
 
@@ -349,10 +360,8 @@ fn dispatch(p: &Policies, snapshot: &Snapshot, attrs: &Attributes<'_>) -> Result
     let req = matching::Request::of(attrs, &equivalents);
     let is_namespace = req.is_namespace();
     // Read once, when a selector or an evaluation first needs it.
-    let namespace: std::cell::OnceCell<Option<Value>> = std::cell::OnceCell::new();
-    let load_namespace = |ns: &str| -> Option<&Value> {
-        namespace.get_or_init(|| p.get(&format!("/registry/namespaces/{ns}"))).as_ref()
-    };
+    let namespace: std::cell::OnceCell<Option<Arc<Value>>> = std::cell::OnceCell::new();
+    let load_namespace = |ns: &str| -> Option<&Value> { namespace.get_or_init(|| p.namespace(ns)).as_deref() };
     let mut denials: Vec<Denial> = Vec::new();
     let authorizer = p.authorizer.get().map(|a| authz::variables(a, attrs));
     let extra: &[(&str, k1s_cel::Value)] = authorizer.as_ref().map_or(&[], |a| a.as_slice());

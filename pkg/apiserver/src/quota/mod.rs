@@ -134,8 +134,8 @@ impl ResourceQuotaAdmission {
             group: r.group.to_string(),
             resource: r.resource.to_string(),
             name: attrs.name.to_string(),
-            object: obj.clone(),
-            old_object: attrs.old_object.cloned(),
+            object: quota_view(obj),
+            old_object: attrs.old_object.map(quota_view),
             status: req.status,
             now: req.now,
             usage,
@@ -144,6 +144,28 @@ impl ResourceQuotaAdmission {
         Inner::enqueue(&self.inner, namespace, Waiter { charge, reply });
         rx.await.unwrap_or_else(|_| Err(ApiError::internal("the quota charge was interrupted")))
     }
+}
+
+/// What quota checking reads of an object, for a charge waiting in its batch: the object
+/// without the metadata no evaluator, scope or check reads (managed fields, labels, owner
+/// references), so that it is not copied whole for every create.
+fn quota_view(obj: &Value) -> Value {
+    let Some(map) = obj.as_object() else { return obj.clone() };
+    map.iter()
+        .map(|(k, v)| {
+            let v = match (k.as_str(), v.as_object()) {
+                ("metadata", Some(meta)) => Value::Object(
+                    ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "annotations"]
+                        .into_iter()
+                        .filter_map(|f| meta.get(f).map(|v| (f.to_string(), v.clone())))
+                        .collect(),
+                ),
+                _ => v.clone(),
+            };
+            (k.clone(), v)
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into()
 }
 
 impl Inner {
@@ -390,5 +412,54 @@ mod tests {
         assert_eq!(admitted, 5);
         let kv = store.get(&key).expect("read").expect("quota");
         assert_eq!(quota::pretty_print(&stored(&kv).expect("quota").doc.used), "pods=5");
+    }
+
+    #[test]
+    fn the_quota_view_is_checked_as_the_whole_object() {
+        let docs = [
+            QuotaDoc::new(json!({"metadata": {"name": "all"},
+                "status": {"hard": {"pods": "9", "requests.cpu": "4", "requests.storage": "10Gi",
+                                    "gold.storageclass.storage.k8s.io/requests.storage": "1Gi"},
+                           "used": {"pods": "1", "requests.cpu": "1", "requests.storage": "0",
+                                    "gold.storageclass.storage.k8s.io/requests.storage": "0"}}})),
+            QuotaDoc::new(json!({"metadata": {"name": "terminating"}, "spec": {"scopes": ["Terminating"]},
+                "status": {"hard": {"pods": "1"}, "used": {"pods": "1"}}})),
+            QuotaDoc::new(json!({"metadata": {"name": "high"},
+                "spec": {"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]}},
+                "status": {"hard": {"pods": "5"}, "used": {"pods": "0"}}})),
+        ];
+        let meta = json!({"name": "x", "resourceVersion": "7", "labels": {"a": "b"},
+                          "managedFields": [{"manager": "kubectl", "operation": "Apply"}]});
+        let cases = [
+            (
+                "pods",
+                json!({"metadata": meta, "spec": {"priorityClassName": "high", "activeDeadlineSeconds": 5,
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}]}}),
+            ),
+            ("pods", json!({"metadata": meta, "spec": {"containers": [{"name": "c"}]}})),
+            (
+                "persistentvolumeclaims",
+                json!({"metadata": {"name": "c", "resourceVersion": "3",
+                "annotations": {"volume.beta.kubernetes.io/storage-class": "gold"}},
+                "spec": {"resources": {"requests": {"storage": "2Gi"}}}}),
+            ),
+        ];
+        for (resource, whole) in cases {
+            let view = quota_view(&whole);
+            assert!(view.pointer("/metadata/managedFields").is_none() && view.pointer("/metadata/labels").is_none());
+            let eval = Evaluator::new("", resource);
+            let check = |obj: &Value| {
+                let req = Request {
+                    operation: QuotaOp::Create,
+                    object: obj,
+                    old_object: None,
+                    status: false,
+                    now: jiff::Timestamp::UNIX_EPOCH,
+                };
+                check::check_request_with(&docs, &eval, &req, &OnceLock::new())
+                    .map(|used| used.iter().map(|u| u.as_ref().map(quota::pretty_print)).collect::<Vec<_>>())
+            };
+            assert_eq!(check(&view), check(&whole), "{resource}");
+        }
     }
 }
