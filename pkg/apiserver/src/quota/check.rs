@@ -32,7 +32,7 @@ impl QuotaDoc {
 
     /// Whether the quota applies to `obj`: it limits something the evaluator measures and the
     /// object falls in all its scopes (upstream's `generic.Matches`).
-    fn matches(&self, eval: &Evaluator, obj: &Value) -> bool {
+    pub fn matches(&self, eval: &Evaluator, obj: &Value) -> bool {
         !eval.matching_resources(self.hard.keys()).is_empty() && eval.matches_scopes(&self.scopes, obj)
     }
 }

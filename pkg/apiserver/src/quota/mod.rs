@@ -113,8 +113,6 @@ impl ResourceQuotaAdmission {
         if quotas.is_empty() {
             return Ok(());
         }
-        // Checked against the cached usage first: a request no quota charges, a refusal and a
-        // dry run need no write, so they never wait in the queue.
         let docs: Vec<&QuotaDoc> = quotas.iter().map(|q| &q.doc).collect();
         let req = Request {
             operation: op,
@@ -123,11 +121,17 @@ impl ResourceQuotaAdmission {
             status: attrs.subresource == Some("status"),
             now: jiff::Timestamp::now(),
         };
-        let forbidden = |msg: String| ApiError::forbidden_message(r.group, r.resource, attrs.name, msg);
         let usage = OnceLock::new();
-        let new_used = check_request_with(&docs, &eval, &req, &usage).map_err(forbidden)?;
-        if attrs.dry_run || new_used.iter().all(Option::is_none) {
-            return Ok(());
+        // A create that a quota matches is charged: it goes straight to its batch, which checks
+        // it. Anything else is checked against the cached usage first: a request no quota
+        // charges (most updates), a refusal and a dry run need no write, so they never wait.
+        let charged_create = op == QuotaOp::Create && !attrs.dry_run && docs.iter().any(|d| d.matches(&eval, obj));
+        if !charged_create {
+            let forbidden = |msg: String| ApiError::forbidden_message(r.group, r.resource, attrs.name, msg);
+            let new_used = check_request_with(&docs, &eval, &req, &usage).map_err(forbidden)?;
+            if attrs.dry_run || new_used.iter().all(Option::is_none) {
+                return Ok(());
+            }
         }
         let charge = Charge {
             op,

@@ -84,6 +84,11 @@ impl Registry {
         }
         let name = object::name(obj).to_string();
         let ns = object::namespace(obj).map(str::to_string);
+        // As upstream's create handler, the request's fields are recorded before mutating
+        // admission: what admission adds (a LimitRange's defaults, the service account's token
+        // volume, a webhook's patch) is managed by no one.
+        Self::record_fields(ctx, None, obj);
+        let recorded = object::meta(obj).and_then(|m| m.get("managedFields")).cloned();
         let mut attrs = admission::Attributes {
             operation: Operation::Create,
             resource: info,
@@ -99,11 +104,11 @@ impl Registry {
         let admitted = self.admission.admit(&mut attrs).await;
         ctx.warnings.extend(attrs.take_warnings());
         admitted?;
+        keep_valid_managed_fields(obj, recorded);
         info.strategy.prepare_for_create(obj).map_err(|e| ApiError::bad_request(e.0))?;
         self.validate(ctx, obj, None)?;
         let name = object::name(obj).to_string();
         self.validate_admission(ctx, Operation::Create, &name, ns.as_deref(), Some(obj), None).await?;
-        Self::record_fields(ctx, None, obj);
         if ctx.dry_run {
             return Ok(None);
         }
@@ -131,6 +136,38 @@ impl Registry {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Upstream's managed-fields validating admission: managed fields that mutating admission left
+/// undecodable are put back as they were recorded before it.
+fn keep_valid_managed_fields(obj: &mut Value, recorded: Option<Value>) {
+    let now = object::meta(obj).and_then(|m| m.get("managedFields"));
+    if now == recorded.as_ref() || now.is_none_or(valid_managed_fields) {
+        return;
+    }
+    tracing::debug!(name = object::name(obj), "admission left managedFields undecodable; restored");
+    let md = meta_mut(obj);
+    match recorded {
+        Some(mf) => md.insert("managedFields".into(), mf),
+        None => md.remove("managedFields"),
+    };
+}
+
+/// Whether `managedFields` decodes as upstream's `DecodeManagedFields` requires: entries with
+/// an `Apply` or `Update` operation, `FieldsV1` field sets that are objects.
+fn valid_managed_fields(mf: &Value) -> bool {
+    let Some(entries) = mf.as_array() else { return mf.is_null() };
+    entries.iter().all(|e| {
+        let Some(e) = e.as_object() else { return false };
+        let text = |k: &str| e.get(k).is_none_or(|v| v.is_string() || v.is_null());
+        text("manager")
+            && text("apiVersion")
+            && text("time")
+            && text("subresource")
+            && matches!(e.get("operation").and_then(Value::as_str), Some("Apply" | "Update"))
+            && e.get("fieldsType").is_none_or(|t| t == "FieldsV1")
+            && e.get("fieldsV1").is_none_or(Value::is_object)
+    })
 }
 
 #[cfg(test)]
@@ -192,6 +229,71 @@ mod tests {
                     None => assert!(dry_run, "a stored create gives its JSON"),
                 }
             }
+        }
+    }
+
+    /// Adds a label and a data key, as a mutating webhook might, and with `break_fields`
+    /// leaves `managedFields` undecodable.
+    struct Mutator {
+        break_fields: bool,
+    }
+
+    impl admission::MutatingPlugin for Mutator {
+        fn name(&self) -> &'static str {
+            "Mutator"
+        }
+        fn admit<'a>(
+            &'a self,
+            attrs: &'a mut admission::Attributes<'_>,
+        ) -> futures::future::BoxFuture<'a, Result<(), ApiError>> {
+            Box::pin(async move {
+                if let Some(obj) = attrs.object.as_deref_mut() {
+                    obj["data"]["added"] = json!("by admission");
+                    if self.break_fields {
+                        obj["metadata"]["managedFields"] = json!([{"manager": "x", "operation": "Sideways"}]);
+                    }
+                }
+                Ok(())
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn fields_are_recorded_before_mutating_admission_as_upstream() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(dir.path(), k1s_store::StoreOptions::default()).expect("store");
+        let user = UserInfo::new("admin", &["system:masters"]);
+        let info = k1s_api::resources::find("", "v1", "configmaps").expect("configmaps");
+        for break_fields in [false, true] {
+            let reg = Registry {
+                store: store.clone(),
+                admission: Arc::new(Chain {
+                    mutating: vec![Box::new(Mutator { break_fields })],
+                    validating: Vec::new(),
+                }),
+                allocators: Default::default(),
+                custom: Arc::default(),
+            };
+            let mut ctx = Ctx {
+                user: &user,
+                info,
+                namespace: Some("default"),
+                subresource: None,
+                dry_run: false,
+                field_manager: "kubectl-create".into(),
+                field_validation: FieldValidation::Strict,
+                warnings: Vec::new(),
+            };
+            let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                              "metadata": {"name": format!("cm-{break_fields}")}, "data": {"mine": "x"}});
+            let (obj, _) = reg.create_with_json(&mut ctx, body).await.expect("create");
+            assert_eq!(obj["data"]["added"], "by admission");
+            let mf = &obj["metadata"]["managedFields"];
+            assert_eq!(mf.as_array().map(Vec::len), Some(1), "{mf}");
+            assert_eq!(mf[0]["manager"], "kubectl-create");
+            assert_eq!(mf[0]["operation"], "Update");
+            assert!(mf[0]["fieldsV1"]["f:data"].get("f:mine").is_some(), "{mf}");
+            assert!(mf[0]["fieldsV1"]["f:data"].get("f:added").is_none(), "admission's field is no one's: {mf}");
         }
     }
 }
