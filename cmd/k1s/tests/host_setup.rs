@@ -37,6 +37,9 @@ fn check(dir: &Path, args: &[&str], path_var: Option<&str>) -> Output {
 
 /// Runs `k1s server` to its exit (it must exit within `limit`).
 fn server_exits(dir: &Path, args: &[&str], path_var: Option<&str>, limit: Duration) -> Output {
+    // Into a file, not a pipe: a server that says much cannot block on a full pipe.
+    let log_path = dir.join("server.log");
+    let log = std::fs::File::create(&log_path).expect("server log");
     let mut c = Command::new(k1s_bin());
     c.arg("server")
         .arg(format!("--config={}", dir.join("config.yaml").display()))
@@ -45,22 +48,14 @@ fn server_exits(dir: &Path, args: &[&str], path_var: Option<&str>, limit: Durati
         .args(args)
         .env_remove("K1S_CONFIG_FILE")
         .env_remove("NOTIFY_SOCKET")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stdout(log.try_clone().expect("server log"))
+        .stderr(log);
     if let Some(p) = path_var {
         c.env("PATH", p);
     }
     let mut child = c.spawn().expect("spawn k1s server");
-    let deadline = Instant::now() + limit;
-    while child.try_wait().expect("wait").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!("k1s server was still running after {limit:?}:\n{}", text(&out));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().expect("output")
+    let status = common::exit_within(&mut child, limit, &log_path, "k1s server");
+    Output { status, stdout: std::fs::read(&log_path).unwrap_or_default(), stderr: Vec::new() }
 }
 
 fn temp_with_config(config: &str) -> tempfile::TempDir {

@@ -30,7 +30,6 @@ pub use k1s_store::EtcdConfig;
 use k1s_store::{Store, StoreOptions};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -177,27 +176,30 @@ pub async fn supervise(
 ) -> Result<(), ServerError> {
     let mut set = tokio::task::JoinSet::new();
     // What still runs, for the log when the grace period ends with some not stopped.
-    let running: Arc<Mutex<Vec<&'static str>>> = Arc::new(Mutex::new(components.iter().map(|c| c.name).collect()));
+    let mut running: Vec<&'static str> = components.iter().map(|c| c.name).collect();
     for c in components {
         let (name, task) = (c.name, c.task);
-        let running = running.clone();
         set.spawn(async move {
             let _ = task.await;
-            running.lock().unwrap_or_else(|p| p.into_inner()).retain(|n| *n != name);
             name
         });
     }
-    let still = |when: &str| {
-        let left = running.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        if !left.is_empty() {
-            tracing::warn!(components = ?left, "{when}");
+    fn ended(running: &mut Vec<&'static str>, joined: Result<&'static str, tokio::task::JoinError>) {
+        if let Ok(name) = joined {
+            running.retain(|n| *n != name);
+        }
+    }
+    let still = |running: &[&'static str], when: &str| {
+        if !running.is_empty() {
+            tracing::warn!(components = ?running, "{when}");
         }
     };
     let stopped = tokio::select! {
         biased;
         _ = cancel.cancelled() => None,
-        Some(ended) = set.join_next(), if !cancel.is_cancelled() => {
-            let component = ended.unwrap_or("a component");
+        Some(joined) = set.join_next(), if !cancel.is_cancelled() => {
+            let component = joined.as_ref().map_or("a component", |n| *n);
+            ended(&mut running, joined);
             tracing::error!(component, "a component stopped while the server was running; stopping the server");
             cancel.cancel();
             Some(component)
@@ -206,15 +208,28 @@ pub async fn supervise(
     // Everything but the API server first, so what the others write while stopping (releasing
     // their Leases, the node's last status) still reaches it; then the API server.
     if let Some(api) = api_cancel {
-        let _ =
-            tokio::time::timeout(grace / 2, async { while set.len() > 1 && set.join_next().await.is_some() {} }).await;
+        let _ = tokio::time::timeout(grace / 2, async {
+            while set.len() > 1 {
+                match set.join_next().await {
+                    Some(joined) => ended(&mut running, joined),
+                    None => break,
+                }
+            }
+        })
+        .await;
         if set.len() > 1 {
-            still("still stopping when the API server stops");
+            still(&running, "still stopping when the API server stops");
         }
         api.cancel();
     }
-    if tokio::time::timeout(grace, async { while set.join_next().await.is_some() {} }).await.is_err() {
-        still("not stopped within the grace period; exiting without them");
+    let all = tokio::time::timeout(grace, async {
+        while let Some(joined) = set.join_next().await {
+            ended(&mut running, joined);
+        }
+    })
+    .await;
+    if all.is_err() {
+        still(&running, "not stopped within the grace period; exiting without them");
     }
     match stopped {
         Some(component) => Err(ServerError::ComponentStopped { component }),

@@ -363,7 +363,12 @@ fn dispatch(p: &Policies, snapshot: &Snapshot, attrs: &Attributes<'_>) -> Result
     let namespace: std::cell::OnceCell<Option<Arc<Value>>> = std::cell::OnceCell::new();
     let load_namespace = |ns: &str| -> Option<&Value> { namespace.get_or_init(|| p.namespace(ns)).as_deref() };
     let mut denials: Vec<Denial> = Vec::new();
-    let authorizer = p.authorizer.get().map(|a| authz::variables(a, attrs));
+    // Built only when a policy's expressions name it.
+    let authorizer = p
+        .authorizer
+        .get()
+        .filter(|_| snapshot.hooks.iter().any(|h| h.policy.uses("authorizer")))
+        .map(|a| authz::variables(a, attrs));
     let extra: &[(&str, k1s_cel::Value)] = authorizer.as_ref().map_or(&[], |a| a.as_slice());
     for hook in &snapshot.hooks {
         let policy = &hook.policy;
