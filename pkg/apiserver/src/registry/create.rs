@@ -232,7 +232,7 @@ mod tests {
         }
     }
 
-    /// Adds a label and a data key, as a mutating webhook might, and with `break_fields`
+    /// Adds a data key, as a mutating webhook might, and with `break_fields`
     /// leaves `managedFields` undecodable.
     struct Mutator {
         break_fields: bool,
