@@ -630,18 +630,53 @@ fn twenty_node_mode_starts_in_a_row_each_reach_node_ready() {
     }
 }
 
-/// Feeds `input` to an interactive kubectl session and collects its output once it ends,
-/// keeping its stdin open until then.
-fn session(mut child: std::process::Child, input: &[u8]) -> std::process::Output {
-    use std::io::Write;
+/// What the debug containers run: a line every second until a line of input arrives (at most
+/// a minute), then `echo <prefix>-<line>; ps`, and a second's pause before exiting.
+/// containerd 1.6's CRI attach loses output on both edges, whatever relays it: it starts copying
+/// stdin before it adds the attach to the container's output, so input sent at once can be
+/// read and answered before the attach hears anything; and output written just before the
+/// process exits can miss an attach that the exit ends (seen: the kubelet's relay carried all
+/// 210 bytes containerd sent, no `ps` among them, while the log held it all). The waiting lines
+/// tell the session that the attach delivers output; the pause lets it drain.
+fn debug_script(prefix: &str) -> String {
+    format!(
+        "i=0; until read -t 1 x; do echo waiting; i=$((i+1)); [ $i -gt 60 ] && break; done; echo {prefix}-$x; ps; sleep 1"
+    )
+}
+
+/// Feeds `input` to an interactive kubectl session once its output shows `ready` (the attach
+/// delivers output), and collects its output once it ends, keeping its stdin open until then.
+fn session(mut child: std::process::Child, ready: &str, input: &[u8]) -> std::process::Output {
+    use std::io::{Read, Write};
     let mut stdin = child.stdin.take().expect("stdin");
-    stdin.write_all(input).expect("write stdin");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let (seen_tx, seen_rx) = std::sync::mpsc::channel();
+    let ready = ready.as_bytes().to_vec();
+    let reader = std::thread::spawn(move || {
+        let (mut all, mut buf, mut told) = (Vec::new(), [0u8; 4096], false);
+        while let Ok(n) = stdout.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&buf[..n]);
+            if !told && all.windows(ready.len()).any(|w| w == ready.as_slice()) {
+                told = true;
+                let _ = seen_tx.send(());
+            }
+        }
+        all
+    });
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(child.wait_with_output());
     });
-    let out = rx.recv_timeout(Duration::from_secs(90)).expect("the session ends").expect("session output");
+    // Without the marker (the session ended early), the input is still sent: the asserts on
+    // the output then say what went wrong.
+    let _ = seen_rx.recv_timeout(Duration::from_secs(60));
+    let _ = stdin.write_all(input);
+    let mut out = rx.recv_timeout(Duration::from_secs(90)).expect("the session ends").expect("session output");
     drop(stdin);
+    out.stdout = reader.join().expect("stdout reader");
     out
 }
 
@@ -666,8 +701,8 @@ spec:
     let app_id = container_status(&before)["containerID"].as_str().unwrap_or("").to_string();
     assert!(!app_id.is_empty(), "{before}");
 
-    // kubectl debug -i attaches once the container runs; the container reads a line first so
-    // that nothing it prints comes before the attach. Stdin stays open until the session ends:
+    // kubectl debug -i attaches once the container runs; the container waits for a line, which
+    // is sent once its waiting lines reach kubectl. Stdin stays open until the session ends:
     // as upstream, containerd ends an attach whose stdin closes (stdinOnce is false), and with
     // it the output still to come.
     let debug = s
@@ -681,14 +716,14 @@ spec:
             "--",
             "sh",
             "-c",
-            "read x; echo hello-from-debug-$x; ps",
+            &debug_script("hello-from-debug"),
         ])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("kubectl debug");
-    let out = session(debug, b"go\n");
+    let out = session(debug, "waiting", b"go\n");
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}\nserver log:\n{}", common::tail(&s.logs(), 40));
@@ -729,10 +764,11 @@ spec:
 
     // kubectl debug -it, through a pseudo-terminal: the session prints the container's output.
     let cmd = format!(
-        "KUBECONFIG={} HOME={} {} debug -it web --image={IMAGE} --target=app --container=debug-tty -- sh -c 'read x; echo tty-says-$x; ps'",
+        "KUBECONFIG={} HOME={} {} debug -it web --image={IMAGE} --target=app --container=debug-tty -- sh -c '{}'",
         s.kubeconfig().display(),
         s.data_dir().join("tty-home").display(),
         common::kubectl_bin(),
+        debug_script("tty-says"),
     );
     let tty = std::process::Command::new("script")
         .args(["-qec", &cmd, "/dev/null"])
@@ -741,7 +777,7 @@ spec:
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("script");
-    let out = session(tty, b"tty\r");
+    let out = session(tty, "waiting", b"tty\r");
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(stdout.contains("tty-says-tty"), "stdout: {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("sleep 3600"), "{stdout}");
