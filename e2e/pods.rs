@@ -630,6 +630,10 @@ fn twenty_node_mode_starts_in_a_row_each_reach_node_ready() {
     }
 }
 
+/// What the debug containers print every second until input arrives: once kubectl shows it,
+/// the attach delivers output (see [`debug_script`]).
+const DEBUG_READY: &str = "waiting";
+
 /// What the debug containers run: a line every second until a line of input arrives (at most
 /// a minute), then `echo <prefix>-<line>; ps`, and a second's pause before exiting.
 /// containerd 1.6's CRI attach loses output on both edges, whatever relays it: it starts copying
@@ -640,7 +644,7 @@ fn twenty_node_mode_starts_in_a_row_each_reach_node_ready() {
 /// tell the session that the attach delivers output; the pause lets it drain.
 fn debug_script(prefix: &str) -> String {
     format!(
-        "i=0; until read -t 1 x; do echo waiting; i=$((i+1)); [ $i -gt 60 ] && break; done; echo {prefix}-$x; ps; sleep 1"
+        "i=0; until read -t 1 x; do echo {DEBUG_READY}; i=$((i+1)); [ $i -gt 60 ] && break; done; echo {prefix}-$x; ps; sleep 1"
     )
 }
 
@@ -723,7 +727,7 @@ spec:
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("kubectl debug");
-    let out = session(debug, "waiting", b"go\n");
+    let out = session(debug, DEBUG_READY, b"go\n");
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}\nserver log:\n{}", common::tail(&s.logs(), 40));
@@ -777,7 +781,7 @@ spec:
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("script");
-    let out = session(tty, "waiting", b"tty\r");
+    let out = session(tty, DEBUG_READY, b"tty\r");
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(stdout.contains("tty-says-tty"), "stdout: {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("sleep 3600"), "{stdout}");

@@ -4,15 +4,26 @@
 //! `plain`, with no policy, and `guarded`, with every built-in policy kind active at once:
 //! PodSecurity `enforce`/`warn`/`audit=restricted`, one ResourceQuota (pods and compute
 //! requests), one LimitRange (default requests and limits, a maximum) and one
-//! ValidatingAdmissionPolicy bound with `Deny`. 32 concurrent clients create restricted-compliant
-//! pods, alternating rounds between the two namespaces in the same run so that the machine's
-//! drift falls on both alike, and the bench prints each namespace's p50/p99 and the growth.
+//! ValidatingAdmissionPolicy bound with `Deny`. 32 concurrent clients (by default) create
+//! restricted-compliant pods, alternating rounds between the two namespaces in the same run so
+//! that the machine's drift falls on both alike, and the bench prints each namespace's p50/p99
+//! and the growth.
 //! Before measuring, it checks that the policies act (a privileged pod, a pod over the
 //! LimitRange's maximum and a pod the VAP refuses are each refused in `guarded`), so the numbers
 //! never come from a server that ignores them.
-//! Knobs: `K1S_BENCH_CREATES` (creates per namespace, default 4,000), `K1S_BENCH_ROUNDS` (rounds
-//! per namespace, default 4), `K1S_BENCH_ONLY` (`plain` or `guarded`: that namespace only, to
-//! profile the server on it; no comparison then).
+//! Knobs:
+//! - `K1S_BENCH_CREATES`: creates per namespace, default 4,000;
+//! - `K1S_BENCH_ROUNDS`: rounds per namespace, default 4;
+//! - `K1S_BENCH_CLIENTS`: concurrent clients, default 32; with 1, a create's latency is its own
+//!   rather than its wait behind the others', and nothing is batched (a quota's charge is one
+//!   more store write per create);
+//! - `K1S_BENCH_ONLY`: `plain` or `guarded`, that namespace only (to profile the server on it;
+//!   no comparison then);
+//! - `K1S_BENCH_WITHOUT`: a comma-separated subset of `psa`, `quota`, `limits` and `vap`, the
+//!   policies removed from `guarded` once the check that they act has passed, to measure what the
+//!   others cost (`limits` needs `quota` too: the quota requires the requests the LimitRange
+//!   fills in).
+//!
 //! Target (issue 18): the p50 grows by under 10%. The server's CPU time per create is printed
 //! too, with its growth: on a shared machine it is steadier than the latencies.
 
@@ -24,8 +35,6 @@ mod h2client;
 use h2client::{connect, cpu_time, exchange, post_json, tls_config, Conn};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-const CLIENTS: usize = 32;
 
 const POLICIES: &str = r#"
 apiVersion: v1
@@ -139,12 +148,13 @@ async fn check_policies_act(conn: &Conn) {
     assert!(reply.contains("\"requests\""), "the LimitRange's defaults were not applied: {reply}");
 }
 
-/// One round: `n` creates into `ns` from the 32 clients; the latencies.
+/// One round: `n` creates into `ns` from the clients, one per connection; the latencies.
 async fn round(conns: &[Conn], ns: &'static str, round: usize, n: usize) -> Vec<Duration> {
     let mut tasks = Vec::new();
-    for c in 0..CLIENTS {
-        let conn = conns[c % conns.len()].clone();
-        let mine = n / CLIENTS + usize::from(c < n % CLIENTS);
+    let clients = conns.len();
+    for (c, conn) in conns.iter().enumerate() {
+        let conn = conn.clone();
+        let mine = n / clients + usize::from(c < n % clients);
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::with_capacity(mine);
             for i in 0..mine {
@@ -203,7 +213,7 @@ fn main() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
     let conns: Vec<Conn> = rt.block_on(async {
         let mut conns = Vec::new();
-        for _ in 0..CLIENTS {
+        for _ in 0..env_usize("K1S_BENCH_CLIENTS", 32).max(1) {
             conns.push(connect(server.port, cfg.clone()).await);
         }
         conns
@@ -222,6 +232,28 @@ fn main() {
         std::thread::sleep(Duration::from_millis(200));
     }
     rt.block_on(check_policies_act(&conns[0]));
+    let without = std::env::var("K1S_BENCH_WITHOUT").unwrap_or_default();
+    for what in without.split(',').filter(|w| !w.is_empty()) {
+        let args: &[&str] = match what {
+            "psa" => &[
+                "label",
+                "namespace",
+                "guarded",
+                "pod-security.kubernetes.io/enforce-",
+                "pod-security.kubernetes.io/warn-",
+                "pod-security.kubernetes.io/audit-",
+            ],
+            "quota" => &["delete", "resourcequota", "q", "-n", "guarded"],
+            "limits" => &["delete", "limitrange", "limits", "-n", "guarded"],
+            "vap" => &["delete", "validatingadmissionpolicybinding", "no-latest"],
+            other => panic!("K1S_BENCH_WITHOUT: unknown policy {other:?} (psa, quota, limits, vap)"),
+        };
+        server.ok(args);
+    }
+    if !without.is_empty() {
+        // The removals reach the admission plugins through their watches.
+        std::thread::sleep(Duration::from_secs(2));
+    }
 
     let per_ns = env_usize("K1S_BENCH_CREATES", 4_000);
     let rounds = env_usize("K1S_BENCH_ROUNDS", 4).max(1);
@@ -264,6 +296,8 @@ fn main() {
     // steadier measure of what the policies cost on a shared machine.
     let cpu = |m: &Measured| m.server_cpu.as_secs_f64() / m.latencies.len() as f64;
     println!("server CPU per create grows by {:.1}%", 100.0 * (cpu(&guarded) / cpu(&plain) - 1.0));
-    let quota = server.json(&["get", "resourcequota", "q", "-n", "guarded"]);
-    println!("quota q: used {}", quota["status"]["used"]);
+    if !without.split(',').any(|w| w == "quota") {
+        let quota = server.json(&["get", "resourcequota", "q", "-n", "guarded"]);
+        println!("quota q: used {}", quota["status"]["used"]);
+    }
 }

@@ -71,13 +71,14 @@ impl Audit {
     /// errors at info level, the rest (`enforce-policy`, `exempt`) at debug level.
     fn record(&self, attrs: &Attributes<'_>) {
         for (key, value) in &self.0 {
-            let annotation = format!("pod-security.kubernetes.io/{key}");
             let (resource, name, user) = (attrs.resource.resource, attrs.name, attrs.user.name.as_str());
             let namespace = attrs.namespace.unwrap_or("");
+            // The annotation's name is formatted only when the event is logged.
+            let annotation = format_args!("pod-security.kubernetes.io/{key}");
             if matches!(*key, "audit-violations" | "error") {
-                tracing::info!(annotation, value, resource, namespace, name, user, "PodSecurity audit annotation");
+                tracing::info!(%annotation, value, resource, namespace, name, user, "PodSecurity audit annotation");
             } else {
-                tracing::debug!(annotation, value, resource, namespace, name, user, "PodSecurity audit annotation");
+                tracing::debug!(%annotation, value, resource, namespace, name, user, "PodSecurity audit annotation");
             }
         }
     }

@@ -5,14 +5,15 @@ use k1s_api::quota::usage::{Evaluator, Operation};
 use k1s_api::quota::{self, ResourceList, ScopeSelector};
 use serde_json::Value;
 use std::borrow::Borrow;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// A stored ResourceQuota as admission reads it: `status.hard` is what is enforced (the quota
 /// controller copies `spec.hard` there) and `status.used` what is charged.
 #[derive(Clone, Debug)]
 pub struct QuotaDoc {
     pub name: String,
-    pub object: Value,
+    /// The stored quota, shared: a batch copies each quota's usage, not the whole object.
+    pub object: Arc<Value>,
     pub hard: ResourceList,
     pub used: ResourceList,
     /// The scope requirements of its spec, read once.
@@ -26,7 +27,7 @@ impl QuotaDoc {
             hard: quota::parse_list(object.pointer("/status/hard")),
             used: quota::parse_list(object.pointer("/status/used")),
             scopes: quota::scope_selectors(&object),
-            object,
+            object: Arc::new(object),
         }
     }
 

@@ -238,7 +238,7 @@ impl Inner {
                 .zip(&docs)
                 .filter(|(q, d)| !quota::equals(&d.used, &q.doc.used))
                 .map(|(q, d)| {
-                    let mut obj = q.doc.object.clone();
+                    let mut obj = Value::clone(&q.doc.object);
                     if let Some(map) = obj.as_object_mut() {
                         let status = map.entry("status").or_insert_with(|| Value::Object(Default::default()));
                         if let Some(s) = status.as_object_mut() {
