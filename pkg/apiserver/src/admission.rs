@@ -5,6 +5,7 @@ use crate::auth::UserInfo;
 use crate::error::ApiError;
 use futures::future::BoxFuture;
 use k1s_api::ResourceInfo;
+use k1s_store::{KeyValue, Op, StoreError};
 use serde_json::Value;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +40,35 @@ pub struct Attributes<'a> {
     pub dry_run: bool,
     /// Warnings for the client (webhooks' `warnings`), sent back as `Warning` headers.
     pub warnings: std::sync::Mutex<Vec<String>>,
+    /// The store write an admitted create makes (validating admission only): a plugin that
+    /// writes something the object must not be stored without (the quota's charge) may make
+    /// this write in the same transaction, and then leaves its outcome for the registry.
+    pub write: Option<&'a PendingWrite>,
+}
+
+/// The store write of an object being created, offered to validating plugins. Unless one takes
+/// it ([`PendingWrite::done`]), the registry makes it after admission.
+pub struct PendingWrite {
+    /// The create: its key and the object's stored bytes.
+    pub op: Op,
+    outcome: std::sync::Mutex<Option<Result<KeyValue, StoreError>>>,
+}
+
+impl PendingWrite {
+    pub fn new(op: Op) -> PendingWrite {
+        PendingWrite { op, outcome: Default::default() }
+    }
+
+    /// Records that a plugin made the write, with its outcome (the created key, or why the store
+    /// refused it).
+    pub fn done(&self, outcome: Result<KeyValue, StoreError>) {
+        *self.outcome.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
+    }
+
+    /// The outcome, if a plugin made the write.
+    pub fn take_outcome(&self) -> Option<Result<KeyValue, StoreError>> {
+        self.outcome.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
 }
 
 impl Attributes<'_> {

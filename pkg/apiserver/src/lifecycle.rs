@@ -108,6 +108,7 @@ mod tests {
             old_object: None,
             dry_run: false,
             warnings: Default::default(),
+            write: None,
         };
         for name in IMMORTAL_NAMESPACES {
             let e = plugin.validate(&delete(name)).await.expect_err("refused");

@@ -57,6 +57,7 @@ impl Fixture {
             old_object: old,
             dry_run: false,
             warnings: Default::default(),
+            write: None,
         };
         match self.plugin.validate(&attrs).await {
             Ok(()) => Ok(attrs.take_warnings()),
@@ -192,6 +193,7 @@ impl PodSecurity {
             old_object: old,
             dry_run: false,
             warnings: Default::default(),
+            write: None,
         };
         self.validate(&attrs).await
     }

@@ -12,6 +12,12 @@
 //! whole batch (all in one transaction, compare-and-swap on every quota's revision). A lost
 //! race re-checks the whole batch against the quotas read afresh from the store, so
 //! concurrent creates never overshoot.
+//!
+//! A create's own write goes into its batch's transaction (the registry offers it to
+//! admission, [`PendingWrite`](crate::admission::PendingWrite)): the charge and the object are
+//! stored together or not at all, so no create waits for a quota write before its own, and no
+//! charge is left for an object that was not stored (upstream leaves those to the controller's
+//! next recount).
 
 mod check;
 
@@ -33,6 +39,10 @@ use tokio::sync::oneshot;
 
 /// How often a batch is checked again after losing a compare-and-swap race on a quota.
 const CHARGE_RETRIES: usize = 8;
+
+/// The most creates written in one batch's transaction (etcd refuses transactions of more than
+/// 128 operations by default); the others are written by the registry once charged.
+const MAX_CARRIED_WRITES: usize = 64;
 
 /// A quota as read from the store, with what a compare-and-swap write needs.
 struct Stored {
@@ -59,11 +69,25 @@ struct Charge {
     now: jiff::Timestamp,
     /// The request's usage, computed at its first check and reused by the batch's.
     usage: OnceLock<ResourceList>,
+    /// A create's own write, made in the transaction that charges it.
+    write: Option<Op>,
 }
+
+/// A charge's answer: refused, or admitted with the outcome of its create's write when the
+/// batch made it (`None`: the registry makes it).
+type Answer = Result<Option<Result<KeyValue, StoreError>>, ApiError>;
 
 struct Waiter {
     charge: Charge,
-    reply: oneshot::Sender<Result<(), ApiError>>,
+    reply: oneshot::Sender<Answer>,
+}
+
+/// The key a create writes.
+fn create_key(write: &Option<Op>) -> Option<&str> {
+    match write {
+        Some(Op::Create { key, .. }) => Some(key),
+        _ => None,
+    }
 }
 
 /// The charges waiting in one namespace, and whether a worker is draining them.
@@ -143,10 +167,15 @@ impl ResourceQuotaAdmission {
             status: req.status,
             now: req.now,
             usage,
+            write: attrs.write.filter(|_| charged_create).map(|w| w.op.clone()),
         };
         let (reply, rx) = oneshot::channel();
         Inner::enqueue(&self.inner, namespace, Waiter { charge, reply });
-        rx.await.unwrap_or_else(|_| Err(ApiError::internal("the quota charge was interrupted")))
+        let answer = rx.await.unwrap_or_else(|_| Err(ApiError::internal("the quota charge was interrupted")))?;
+        if let (Some(outcome), Some(write)) = (answer, attrs.write) {
+            write.done(outcome);
+        }
+        Ok(())
     }
 }
 
@@ -200,19 +229,26 @@ impl Inner {
         }
     }
 
-    /// Checks and charges one batch; each waiter's answer, in order.
-    async fn charge_batch(&self, namespace: &str, batch: &[Charge]) -> Vec<Result<(), ApiError>> {
+    /// Checks and charges one batch, writing its admitted creates with the charge; each
+    /// waiter's answer, in order.
+    async fn charge_batch(&self, namespace: &str, batch: &[Charge]) -> Vec<Answer> {
         let mut refused: Vec<Option<ApiError>> = batch.iter().map(|_| None).collect();
-        for attempt in 0..CHARGE_RETRIES {
-            let quotas = match if attempt == 0 { self.cached(namespace) } else { self.live(namespace) } {
+        // Creates whose own write the store refused (the name is taken): neither charged nor
+        // written again.
+        let mut failed: Vec<Option<StoreError>> = batch.iter().map(|_| None).collect();
+        let mut written: Vec<Option<KeyValue>> = batch.iter().map(|_| None).collect();
+        let (mut races, mut fresh) = (0, false);
+        loop {
+            let quotas = match if fresh { self.live(namespace) } else { self.cached(namespace) } {
                 Ok(q) => q,
                 Err(e) => return batch.iter().map(|_| Err(e.clone())).collect(),
             };
+            fresh = true;
             if quotas.is_empty() {
                 break;
             }
             let mut docs: Vec<QuotaDoc> = quotas.iter().map(|q| q.doc.clone()).collect();
-            for (c, verdict) in batch.iter().zip(refused.iter_mut()) {
+            for ((c, verdict), _) in batch.iter().zip(refused.iter_mut()).zip(&failed).filter(|(_, f)| f.is_none()) {
                 let eval = Evaluator::new(&c.group, &c.resource);
                 let req = Request {
                     operation: c.op,
@@ -233,7 +269,7 @@ impl Inner {
                     Err(msg) => *verdict = Some(ApiError::forbidden_message(&c.group, &c.resource, &c.name, msg)),
                 }
             }
-            let ops: Vec<Op> = quotas
+            let mut ops: Vec<Op> = quotas
                 .iter()
                 .zip(&docs)
                 .filter(|(q, d)| !quota::equals(&d.used, &q.doc.used))
@@ -251,11 +287,36 @@ impl Inner {
             if ops.is_empty() {
                 break;
             }
+            let charged = ops.len();
+            let carried: Vec<usize> = (0..batch.len())
+                .filter(|&i| refused[i].is_none() && failed[i].is_none() && batch[i].write.is_some())
+                .take(MAX_CARRIED_WRITES)
+                .collect();
+            ops.extend(carried.iter().filter_map(|&i| batch[i].write.clone()));
             match self.store.txn(ops).await {
-                Ok(_) => break,
+                Ok(kvs) => {
+                    for (&i, kv) in carried.iter().zip(kvs.into_iter().skip(charged)) {
+                        written[i] = Some(kv);
+                    }
+                    break;
+                }
+                Err(StoreError::AlreadyExists(key)) => {
+                    let Some(&i) = carried.iter().find(|&&i| create_key(&batch[i].write) == Some(key.as_str())) else {
+                        let e =
+                            ApiError::internal(format!("charging the quotas of namespace {namespace}: {key} exists"));
+                        return batch.iter().map(|_| Err(e.clone())).collect();
+                    };
+                    tracing::debug!(
+                        namespace,
+                        key,
+                        "a create in the quota batch is refused by the store; charging the others"
+                    );
+                    failed[i] = Some(StoreError::AlreadyExists(key));
+                }
                 Err(StoreError::Conflict { key, .. } | StoreError::NotFound(key)) => {
                     tracing::debug!(namespace, key, "quota changed while charging; checking the batch again");
-                    if attempt + 1 == CHARGE_RETRIES {
+                    races += 1;
+                    if races == CHARGE_RETRIES {
                         let lost = key.rsplit('/').next().unwrap_or_default();
                         return batch.iter().map(|_| Err(ApiError::stale("", "resourcequotas", lost))).collect();
                     }
@@ -266,7 +327,17 @@ impl Inner {
                 }
             }
         }
-        refused.into_iter().map(|r| r.map_or(Ok(()), Err)).collect()
+        refused
+            .into_iter()
+            .zip(failed)
+            .zip(written)
+            .map(|((r, f), w)| match (r, f, w) {
+                (Some(e), _, _) => Err(e),
+                (None, Some(e), _) => Ok(Some(Err(e))),
+                (None, None, Some(kv)) => Ok(Some(Ok(kv))),
+                (None, None, None) => Ok(None),
+            })
+            .collect()
     }
 }
 
@@ -348,6 +419,7 @@ mod tests {
             status: false,
             now: jiff::Timestamp::now(),
             usage: OnceLock::new(),
+            write: None,
         }
     }
 
@@ -369,6 +441,44 @@ mod tests {
         assert_eq!(kv.version, created.version + 1, "one write for the whole batch");
         let stored = stored(&kv).expect("quota");
         assert_eq!(quota::pretty_print(&stored.doc.used), "pods=2");
+    }
+
+    #[tokio::test]
+    async fn a_batchs_creates_are_written_with_its_charge_and_a_taken_name_is_not_charged() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path(), k1s_store::StoreOptions::default()).expect("open");
+        let key = format!("{}ns/q", prefix().expect("prefix"));
+        let q = json!({"metadata": {"name": "q", "namespace": "ns"}, "spec": {"hard": {"pods": "2"}},
+            "status": {"hard": {"pods": "2"}, "used": {"pods": "0"}}});
+        let created = store.create(&key, object::to_storage(&q)).await.expect("write");
+        store.create("/registry/pods/ns/b", bytes::Bytes::from_static(b"{}")).await.expect("write");
+        let with_write = |name: &str| Charge {
+            write: Some(Op::Create {
+                key: format!("/registry/pods/ns/{name}"),
+                value: bytes::Bytes::from(format!("{{\"name\":\"{name}\"}}")),
+            }),
+            ..pod(name)
+        };
+        let admission = ResourceQuotaAdmission::new(store.clone()).expect("plugin");
+        let batch = [with_write("a"), with_write("b"), with_write("c"), with_write("d")];
+        let answers = admission.inner.charge_batch("ns", &batch).await;
+        // `b` exists: refused by the store, not charged, so `c` fits and `d` is over the quota.
+        for (i, name) in [(0, "a"), (2, "c")] {
+            match &answers[i] {
+                Ok(Some(Ok(kv))) => {
+                    assert_eq!(kv.key, format!("/registry/pods/ns/{name}"));
+                    let stored = store.get(&kv.key).expect("read").expect("written");
+                    assert_eq!(stored.value, format!("{{\"name\":\"{name}\"}}"));
+                }
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+        assert!(matches!(&answers[1], Ok(Some(Err(StoreError::AlreadyExists(k)))) if k.ends_with("/b")), "{answers:?}");
+        assert!(matches!(&answers[3], Err(e) if e.code == 403), "{answers:?}");
+        assert!(store.get("/registry/pods/ns/d").expect("read").is_none());
+        let kv = store.get(&key).expect("read").expect("quota");
+        assert_eq!(kv.version, created.version + 1, "one charge for the batch");
+        assert_eq!(quota::pretty_print(&stored(&kv).expect("quota").doc.used), "pods=2");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -408,7 +518,7 @@ mod tests {
         let mut admitted = 0;
         for t in tasks {
             match t.await.expect("join") {
-                Ok(()) => admitted += 1,
+                Ok(_) => admitted += 1,
                 Err(e) => assert!(e.code == 403 && e.message.contains("exceeded quota: q"), "{e:?}"),
             }
         }

@@ -8,6 +8,7 @@ use crate::object::{self, meta_mut};
 use bytes::Bytes;
 use k1s_api::conversion;
 use k1s_api::ResourceInfo;
+use k1s_store::Op;
 use serde_json::{json, Value};
 
 impl Registry {
@@ -100,6 +101,7 @@ impl Registry {
             old_object: None,
             dry_run: ctx.dry_run,
             warnings: Default::default(),
+            write: None,
         };
         let admitted = self.admission.admit(&mut attrs).await;
         ctx.warnings.extend(attrs.take_warnings());
@@ -108,13 +110,29 @@ impl Registry {
         info.strategy.prepare_for_create(obj).map_err(|e| ApiError::bad_request(e.0))?;
         self.validate(ctx, obj, None)?;
         let name = object::name(obj).to_string();
-        self.validate_admission(ctx, Operation::Create, &name, ns.as_deref(), Some(obj), None).await?;
         if ctx.dry_run {
+            self.validate_admission(ctx, Operation::Create, &name, ns.as_deref(), Some(obj), None, None).await?;
             return Ok(None);
         }
+        // Validating admission cannot change the object: its stored bytes are known now, and
+        // are offered to the plugins (the quota commits its charge with them, in one
+        // transaction). An object the store refuses is refused after admission, as upstream.
         let key = Self::key(info, ns.as_deref(), &name);
-        let kv =
-            self.store.create(&key, Self::storage_bytes(info, obj)?).await.map_err(|e| from_store(e, info, &name))?;
+        let pending = Self::storage_bytes(info, obj)
+            .map(|value| admission::PendingWrite::new(Op::Create { key: key.clone(), value }));
+        self.validate_admission(ctx, Operation::Create, &name, ns.as_deref(), Some(obj), None, pending.as_ref().ok())
+            .await?;
+        let pending = pending?;
+        let written = match pending.take_outcome() {
+            Some(outcome) => outcome,
+            None => {
+                let Op::Create { key, value } = pending.op else {
+                    return Err(ApiError::internal("a create's pending write is not a create"));
+                };
+                self.store.create(&key, value).await
+            }
+        };
+        let kv = written.map_err(|e| from_store(e, info, &name))?;
         object::set_resource_version(obj, kv.mod_revision);
         Ok(Some((kv.value, kv.mod_revision)))
     }

@@ -55,7 +55,7 @@ impl Registry {
             }
         }
         let ns = object::namespace(&old).map(str::to_string);
-        self.validate_admission(ctx, Operation::Delete, name, ns.as_deref(), None, Some(&old)).await?;
+        self.validate_admission(ctx, Operation::Delete, name, ns.as_deref(), None, Some(&old), None).await?;
         let mut new = old.clone();
         let mut finalizers = object::finalizers(&old);
         match opts.propagation_policy.as_deref() {

@@ -276,6 +276,7 @@ impl Registry {
         ssa::track_update(old, new, &m, schema, k1s_api::openapi::get(), reset_for(ctx));
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn validate_admission(
         &self,
         ctx: &mut Ctx<'_>,
@@ -284,6 +285,7 @@ impl Registry {
         namespace: Option<&str>,
         obj: Option<&mut Value>,
         old: Option<&Value>,
+        write: Option<&admission::PendingWrite>,
     ) -> Result<(), ApiError> {
         let attrs = admission::Attributes {
             operation: op,
@@ -296,6 +298,7 @@ impl Registry {
             old_object: old,
             dry_run: ctx.dry_run,
             warnings: Default::default(),
+            write,
         };
         let validated = self.admission.validate(&attrs).await;
         ctx.warnings.extend(attrs.take_warnings());

@@ -113,6 +113,7 @@ impl Registry {
             old_object: Some(old),
             dry_run: ctx.dry_run,
             warnings: Default::default(),
+            write: None,
         };
         let admitted = self.admission.admit(&mut attrs).await;
         ctx.warnings.extend(attrs.take_warnings());
@@ -153,7 +154,7 @@ impl Registry {
         let name = object::name(old).to_string();
         let ns = object::namespace(old).map(str::to_string);
         self.validate(ctx, &new, Some(old))?;
-        self.validate_admission(ctx, Operation::Update, &name, ns.as_deref(), Some(&mut new), Some(old)).await?;
+        self.validate_admission(ctx, Operation::Update, &name, ns.as_deref(), Some(&mut new), Some(old), None).await?;
         if object::same_content(&new, old) {
             return Ok(WriteOutcome::Written(old.clone()));
         }
