@@ -42,7 +42,8 @@ pub struct Attributes<'a> {
     pub warnings: std::sync::Mutex<Vec<String>>,
     /// The store write an admitted create makes (validating admission only): a plugin that
     /// writes something the object must not be stored without (the quota's charge) may make
-    /// this write in the same transaction, and then leaves its outcome for the registry.
+    /// this write in the same transaction, and then leaves its outcome for the registry. Only
+    /// the chain's last plugin (the quota) may: a later refusal could not undo the write.
     pub write: Option<&'a PendingWrite>,
 }
 

@@ -140,6 +140,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
             Box::new(rbac::EscalationCheck { rbac: rbac.clone(), authz: authz.clone() }),
             Box::new(policy::ValidatingAdmissionPolicy(policies.clone())),
             Box::new(webhooks::ValidatingWebhooks(hooks.clone())),
+            // Last, as upstream's: it writes the creates it admits with their charge.
             Box::new(quota),
         ],
     };

@@ -32,7 +32,7 @@ use k1s_api::quota::usage::{Evaluator, Operation as QuotaOp};
 use k1s_api::quota::{self, ResourceList};
 use k1s_store::{KeyValue, Op, Store, StoreError};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
@@ -248,7 +248,19 @@ impl Inner {
                 break;
             }
             let mut docs: Vec<QuotaDoc> = quotas.iter().map(|q| q.doc.clone()).collect();
-            for ((c, verdict), _) in batch.iter().zip(refused.iter_mut()).zip(&failed).filter(|(_, f)| f.is_none()) {
+            // The names the admitted creates take, so far: a second create of one name (two
+            // clients racing) is refused as the store would refuse it, and never charged.
+            let mut taken: HashSet<&str> = HashSet::new();
+            for (i, c) in batch.iter().enumerate() {
+                if failed[i].is_some() {
+                    continue;
+                }
+                if let Some(key) = create_key(&c.write).filter(|k| taken.contains(k)) {
+                    refused[i] = None;
+                    failed[i] = Some(StoreError::AlreadyExists(key.to_string()));
+                    continue;
+                }
+                let verdict = &mut refused[i];
                 let eval = Evaluator::new(&c.group, &c.resource);
                 let req = Request {
                     operation: c.op,
@@ -260,6 +272,7 @@ impl Inner {
                 match check_request_with(&docs, &eval, &req, &c.usage) {
                     Ok(new_used) => {
                         *verdict = None;
+                        taken.extend(create_key(&c.write));
                         for (d, used) in docs.iter_mut().zip(new_used) {
                             if let Some(used) = used {
                                 d.used = used;
@@ -479,6 +492,31 @@ mod tests {
         let kv = store.get(&key).expect("read").expect("quota");
         assert_eq!(kv.version, created.version + 1, "one charge for the batch");
         assert_eq!(quota::pretty_print(&stored(&kv).expect("quota").doc.used), "pods=2");
+    }
+
+    #[tokio::test]
+    async fn two_creates_of_one_name_in_a_batch_are_one_write_and_one_charge() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path(), k1s_store::StoreOptions::default()).expect("open");
+        let key = format!("{}ns/q", prefix().expect("prefix"));
+        let q = json!({"metadata": {"name": "q", "namespace": "ns"}, "spec": {"hard": {"pods": "5"}},
+            "status": {"hard": {"pods": "5"}, "used": {"pods": "0"}}});
+        store.create(&key, object::to_storage(&q)).await.expect("write");
+        let same = |value: &'static str| Charge {
+            write: Some(Op::Create {
+                key: "/registry/pods/ns/x".into(),
+                value: bytes::Bytes::from_static(value.as_bytes()),
+            }),
+            ..pod("x")
+        };
+        let admission = ResourceQuotaAdmission::new(store.clone()).expect("plugin");
+        let answers = admission.inner.charge_batch("ns", &[same("first"), same("second")]).await;
+        assert!(matches!(&answers[0], Ok(Some(Ok(_)))), "{answers:?}");
+        assert!(matches!(&answers[1], Ok(Some(Err(StoreError::AlreadyExists(_))))), "{answers:?}");
+        let pod = store.get("/registry/pods/ns/x").expect("read").expect("written");
+        assert_eq!(pod.value, "first");
+        let kv = store.get(&key).expect("read").expect("quota");
+        assert_eq!(quota::pretty_print(&stored(&kv).expect("quota").doc.used), "pods=1");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
