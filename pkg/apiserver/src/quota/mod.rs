@@ -436,14 +436,21 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_batch_is_checked_in_order_and_charged_with_one_write() {
+    /// A store holding quota `ns/q` of `pods` pods, none used: the store's directory, the store,
+    /// the quota's key and its stored revision.
+    async fn with_quota(pods: u32) -> (tempfile::TempDir, Store, String, KeyValue) {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(dir.path(), k1s_store::StoreOptions::default()).expect("open");
         let key = format!("{}ns/q", prefix().expect("prefix"));
-        let q = json!({"metadata": {"name": "q", "namespace": "ns"}, "spec": {"hard": {"pods": "2"}},
-            "status": {"hard": {"pods": "2"}, "used": {"pods": "0"}}});
+        let q = json!({"metadata": {"name": "q", "namespace": "ns"}, "spec": {"hard": {"pods": pods.to_string()}},
+            "status": {"hard": {"pods": pods.to_string()}, "used": {"pods": "0"}}});
         let created = store.create(&key, object::to_storage(&q)).await.expect("write");
+        (dir, store, key, created)
+    }
+
+    #[tokio::test]
+    async fn a_batch_is_checked_in_order_and_charged_with_one_write() {
+        let (_dir, store, key, created) = with_quota(2).await;
         let admission = ResourceQuotaAdmission::new(store.clone()).expect("plugin");
         let answers = admission.inner.charge_batch("ns", &[pod("a"), pod("b"), pod("c")]).await;
         assert!(answers[0].is_ok() && answers[1].is_ok(), "{answers:?}");
@@ -458,12 +465,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_batchs_creates_are_written_with_its_charge_and_a_taken_name_is_not_charged() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(dir.path(), k1s_store::StoreOptions::default()).expect("open");
-        let key = format!("{}ns/q", prefix().expect("prefix"));
-        let q = json!({"metadata": {"name": "q", "namespace": "ns"}, "spec": {"hard": {"pods": "2"}},
-            "status": {"hard": {"pods": "2"}, "used": {"pods": "0"}}});
-        let created = store.create(&key, object::to_storage(&q)).await.expect("write");
+        let (_dir, store, key, created) = with_quota(2).await;
         store.create("/registry/pods/ns/b", bytes::Bytes::from_static(b"{}")).await.expect("write");
         let with_write = |name: &str| Charge {
             write: Some(Op::Create {
@@ -496,12 +498,7 @@ mod tests {
 
     #[tokio::test]
     async fn two_creates_of_one_name_in_a_batch_are_one_write_and_one_charge() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(dir.path(), k1s_store::StoreOptions::default()).expect("open");
-        let key = format!("{}ns/q", prefix().expect("prefix"));
-        let q = json!({"metadata": {"name": "q", "namespace": "ns"}, "spec": {"hard": {"pods": "5"}},
-            "status": {"hard": {"pods": "5"}, "used": {"pods": "0"}}});
-        store.create(&key, object::to_storage(&q)).await.expect("write");
+        let (_dir, store, key, _) = with_quota(5).await;
         let same = |value: &'static str| Charge {
             write: Some(Op::Create {
                 key: "/registry/pods/ns/x".into(),
@@ -521,12 +518,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_charges_racing_other_quota_writes_never_overshoot() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(dir.path(), k1s_store::StoreOptions::default()).expect("open");
-        let key = format!("{}ns/q", prefix().expect("prefix"));
-        let q = json!({"metadata": {"name": "q", "namespace": "ns"}, "spec": {"hard": {"pods": "5"}},
-            "status": {"hard": {"pods": "5"}, "used": {"pods": "0"}}});
-        store.create(&key, object::to_storage(&q)).await.expect("write");
+        let (_dir, store, key, _) = with_quota(5).await;
         let admission = ResourceQuotaAdmission::new(store.clone()).expect("plugin");
         // Another writer rewrites the quota as it is a few times (as the controller might), so
         // batches may lose compare-and-swap races and must check again (fewer losses than the
