@@ -288,6 +288,89 @@ spec:
 }
 
 #[test]
+fn a_deleted_pod_reports_its_containers_terminated_and_not_ready_before_it_goes() {
+    let s = Server::start_node();
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        &format!(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: ending}}
+spec:
+  terminationGracePeriodSeconds: 10
+  containers:
+  - name: c
+    image: {IMAGE}
+    command: ["sh", "-c", "trap 'exit 3' TERM; while true; do sleep 1; done"]
+"#
+        ),
+    );
+    let p = wait_pod(&s, "ending", "Ready", 60, |p| condition(p, "Ready") == "True");
+    let rv = p["metadata"]["resourceVersion"].as_str().expect("rv").to_string();
+    let mut watch = s
+        .kubectl_cmd(&[
+            "get",
+            "--raw",
+            &format!(
+                "/api/v1/namespaces/default/pods?watch=true&fieldSelector=metadata.name%3Dending&resourceVersion={rv}"
+            ),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("watch");
+    // What kr8s's pod.wait("condition=Ready=False") and CI tools do.
+    let waiter = s
+        .kubectl_cmd(&["wait", "--for=condition=Ready=false", "pod/ending", "--timeout=60s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl wait");
+    std::thread::sleep(Duration::from_millis(500));
+    s.ok(&["delete", "pod", "ending", "--wait=true", "--timeout=60s"]);
+    let waited = waiter.wait_with_output().expect("wait output");
+    assert!(
+        waited.status.success(),
+        "kubectl wait --for=condition=Ready=false: {}{}",
+        String::from_utf8_lossy(&waited.stdout),
+        String::from_utf8_lossy(&waited.stderr)
+    );
+    let _ = watch.kill();
+    let out = watch.wait_with_output().expect("watch output");
+    let events: Vec<Value> =
+        String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let deleted = events.iter().position(|e| e["type"] == "DELETED").expect("a DELETED event");
+    let last = &events[deleted - 1];
+    assert_eq!(last["type"], "MODIFIED");
+    let p = &last["object"];
+    assert_eq!(condition(p, "Ready"), "False", "{p}");
+    let state = &container_status(p)["state"];
+    assert_eq!(state["terminated"]["exitCode"], 3, "the exit code is reported: {p}");
+    assert_eq!(p["status"]["phase"], "Failed", "{p}");
+    // The status describes the generation the delete made.
+    assert_eq!(p["status"]["observedGeneration"], p["metadata"]["generation"], "{p}");
+}
+
+#[test]
+fn kubectl_wait_for_pod_scheduled_returns_and_a_scheduled_pod_keeps_generation_1() {
+    let s = Server::start_node();
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: sched}}\nspec:\n  containers:\n  - {{name: c, image: {IMAGE}, command: [sleep, '3600']}}\n"
+        ),
+    );
+    let out = s.ok(&["wait", "--for=condition=PodScheduled", "pod/sched", "--timeout=30s"]);
+    assert!(out.contains("condition met"), "{out}");
+    let p = wait_pod(&s, "sched", "Ready", 60, |p| condition(p, "Ready") == "True");
+    assert_eq!(p["metadata"]["generation"], 1, "binding and status writes do not bump the generation: {p}");
+    for c in p["status"]["conditions"].as_array().expect("conditions") {
+        assert_eq!(c["observedGeneration"], 1, "{c}");
+    }
+    s.ok(&["wait", "--for=condition=Ready", "pod/sched", "--timeout=10s"]);
+}
+
+#[test]
 fn restarting_k1s_keeps_running_containers_and_restart_counts() {
     let mut s = Server::start_node();
     let manifest = format!(

@@ -28,6 +28,24 @@ pub fn storage_version(info: &ResourceInfo) -> Option<&'static str> {
     }
 }
 
+/// Discovery's `storageVersionHash` of a stored resource (upstream's `StorageVersionHash`: the
+/// first 8 bytes of the SHA-256 of `<group>/<version>/<Kind>` of the version kept in the store,
+/// base64): it changes when the storage version does. Kinds the server computes have none.
+pub fn storage_version_hash(info: &ResourceInfo) -> Option<String> {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    if info.backing == crate::resources::Backing::Virtual || info.group == crate::metrics::GROUP {
+        return None;
+    }
+    // events.k8s.io's Events are the core group's, kept as v1 Events.
+    let (group, version) = match (info.group, info.resource) {
+        ("events.k8s.io", "events") => ("", "v1"),
+        _ => (info.group, storage_version(info).unwrap_or(info.version)),
+    };
+    let digest = sha2::Sha256::digest(format!("{group}/{version}/{}", info.kind));
+    Some(base64::engine::general_purpose::STANDARD.encode(&digest[..8]))
+}
+
 /// Whether objects read or written through `info` are in another version in the store.
 pub fn converts(info: &ResourceInfo) -> bool {
     storage_version(info).is_some_and(|s| s != info.version)
@@ -60,6 +78,21 @@ mod tests {
     use super::*;
     use crate::resources;
     use serde_json::json;
+
+    #[test]
+    fn storage_version_hashes_are_upstreams() {
+        let hash = |g, v, r| storage_version_hash(resources::find(g, v, r).expect("resource"));
+        // The values a v1.35 kube-apiserver's discovery shows.
+        assert_eq!(hash("", "v1", "configmaps").as_deref(), Some("qFsyl6wFWjQ="));
+        assert_eq!(hash("", "v1", "pods").as_deref(), Some("xPOwRZ+Yhw8="));
+        assert_eq!(hash("apps", "v1", "deployments").as_deref(), Some("8aSe+NMegvE="));
+        assert_eq!(hash("", "v1", "events"), hash("events.k8s.io", "v1", "events"));
+        assert_eq!(
+            hash("autoscaling", "v1", "horizontalpodautoscalers"),
+            hash("autoscaling", "v2", "horizontalpodautoscalers")
+        );
+        assert_eq!(hash("authorization.k8s.io", "v1", "selfsubjectaccessreviews"), None);
+    }
 
     #[test]
     fn hpas_are_stored_in_v2_and_read_in_either_version() {

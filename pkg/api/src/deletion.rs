@@ -2,6 +2,7 @@
 //! [`DeletePlan`] a kind's strategy makes from them (upstream's `rest.RESTDeleteStrategy`,
 //! `CheckGracefulDelete` and the finalizers a kind's store adds on delete).
 
+use crate::field::FieldError;
 use serde_json::Value;
 
 /// Parsed `DeleteOptions`.
@@ -11,12 +12,22 @@ pub struct DeleteOptions {
     pub propagation_policy: Option<String>,
     pub precondition_uid: Option<String>,
     pub precondition_rv: Option<String>,
+    /// The body's `dryRun` values (`["All"]` for a dry run); see [`DeleteOptions::validate`].
+    pub dry_run: Vec<String>,
+    /// The deprecated `orphanDependents`, as given (it also sets `propagation_policy`).
+    pub orphan_dependents: Option<bool>,
 }
 
 impl DeleteOptions {
     pub fn from_value(v: &Value) -> DeleteOptions {
         let orphan = v.get("orphanDependents").and_then(Value::as_bool);
         DeleteOptions {
+            orphan_dependents: orphan,
+            dry_run: v
+                .get("dryRun")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().map(|d| d.as_str().unwrap_or_default().to_string()).collect())
+                .unwrap_or_default(),
             grace_period_seconds: v.get("gracePeriodSeconds").and_then(Value::as_i64),
             propagation_policy: v
                 .get("propagationPolicy")
@@ -26,6 +37,29 @@ impl DeleteOptions {
             precondition_uid: v.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_string),
             precondition_rv: v.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(str::to_string),
         }
+    }
+
+    /// Whether the options ask for a dry run (`dryRun: ["All"]`).
+    pub fn is_dry_run(&self) -> bool {
+        !self.dry_run.is_empty()
+    }
+
+    /// Upstream's `ValidateDeleteOptions` of what the request gave: not both `orphanDependents`
+    /// and `propagationPolicy` (`given_policy`: the policy the body or query named), and only
+    /// `All` as a `dryRun` value.
+    pub fn validate(&self, given_policy: Option<&str>) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        if let (Some(_), Some(policy)) = (self.orphan_dependents, given_policy) {
+            errs.push(FieldError::invalid(
+                "propagationPolicy",
+                policy,
+                "orphanDependents and deletionPropagation cannot be both set",
+            ));
+        }
+        if !self.dry_run.iter().all(|d| d == "All") {
+            errs.push(FieldError::not_supported("dryRun", self.dry_run.clone(), &["All"]));
+        }
+        errs
     }
 }
 

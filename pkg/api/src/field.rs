@@ -120,7 +120,8 @@ impl FieldError {
 
 fn render_value(v: &Value) -> String {
     match v {
-        Value::String(s) => format!("\"{s}\""),
+        // Go's %q: quotes and backslashes inside are escaped.
+        Value::String(s) => Value::String(s.clone()).to_string(),
         Value::Null => "null".into(),
         other => other.to_string(),
     }

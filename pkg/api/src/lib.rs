@@ -6,11 +6,13 @@
 //! validation). It must never depend on the store, the network or the filesystem.
 
 pub mod apply;
+pub mod byte_fields;
 pub mod conversion;
 pub mod custom;
 pub mod deletion;
 pub mod errors;
 pub mod field;
+pub mod go_decode;
 pub mod meta;
 pub mod metrics;
 pub mod net;

@@ -5,6 +5,28 @@ use crate::field::{FieldError, Path};
 use crate::strategy::NameRule;
 use serde_json::Value;
 
+/// The top-level keys of a built-in kind in upstream's (Go struct) order; others follow in the
+/// order they have.
+pub const TOP_LEVEL_ORDER: [&str; 5] = ["kind", "apiVersion", "metadata", "spec", "status"];
+
+/// Where `key` goes among an object's top-level keys: its place in [`TOP_LEVEL_ORDER`], or after
+/// them all.
+pub fn top_level_rank(key: &str) -> usize {
+    TOP_LEVEL_ORDER.iter().position(|k| *k == key).unwrap_or(TOP_LEVEL_ORDER.len())
+}
+
+/// Puts an object's top-level keys in upstream's order (`{"kind":…,"apiVersion":…,"metadata":…`),
+/// as kube-apiserver encodes built-in kinds; the other keys keep their order after them.
+pub fn order_top_level(obj: &mut Value) {
+    let Some(map) = obj.as_object_mut() else { return };
+    if map.keys().map(|k| top_level_rank(k)).is_sorted() {
+        return;
+    }
+    let mut entries: Vec<(String, Value)> = std::mem::take(map).into_iter().collect();
+    entries.sort_by_key(|(k, _)| top_level_rank(k));
+    map.extend(entries);
+}
+
 const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 pub const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;

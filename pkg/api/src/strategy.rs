@@ -120,6 +120,14 @@ pub trait ObjectHooks: Send + Sync {
 #[error("{0}")]
 pub struct DecodeError(pub String);
 
+/// A body that did not decode, handed back with why.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct Undecodable {
+    pub error: DecodeError,
+    pub object: Value,
+}
+
 /// The result of decoding a request body into the kind's type and back.
 #[derive(Debug)]
 pub struct Normalized {
@@ -131,8 +139,9 @@ pub struct Normalized {
 /// Object-safe face of a [`Strategy`], working on JSON values.
 pub trait DynStrategy: ObjectHooks {
     fn name_rule(&self) -> NameRule;
-    /// Decodes into the typed object (collecting unknown fields), defaults it, encodes it back.
-    fn normalize(&self, obj: Value) -> Result<Normalized, DecodeError>;
+    /// Decodes into the typed object (collecting unknown fields), defaults it, encodes it back;
+    /// an object that does not decode is handed back with the error.
+    fn normalize(&self, obj: Value) -> Result<Normalized, Undecodable>;
     fn prepare_for_create(&self, obj: &mut Value) -> Result<(), DecodeError>;
     fn prepare_for_update(&self, new: &mut Value, old: &Value) -> Result<(), DecodeError>;
     fn validate(&self, obj: &Value, old: Option<&Value>) -> Result<Vec<FieldError>, DecodeError>;
@@ -167,6 +176,7 @@ fn decode<T: DeserializeOwned>(v: &Value) -> Result<T, DecodeError> {
 fn encode<S: Strategy>(s: &S, t: &S::Object) -> Result<Value, DecodeError> {
     let mut v = serde_json::to_value(t).map_err(|e| DecodeError(e.to_string()))?;
     s.encoded(&mut v);
+    crate::meta::order_top_level(&mut v);
     Ok(v)
 }
 
@@ -200,10 +210,14 @@ impl<S: Strategy> DynStrategy for Typed<S> {
         self.0.name_rule()
     }
 
-    fn normalize(&self, obj: Value) -> Result<Normalized, DecodeError> {
-        let (mut typed, unknown_fields): (S::Object, _) = decode_reporting_unknown(&obj)?;
+    fn normalize(&self, obj: Value) -> Result<Normalized, Undecodable> {
+        let (mut typed, unknown_fields): (S::Object, _) = match decode_reporting_unknown(&obj) {
+            Ok(t) => t,
+            Err(error) => return Err(Undecodable { error, object: obj }),
+        };
         self.0.set_defaults(&mut typed);
-        Ok(Normalized { object: encode(&self.0, &typed)?, unknown_fields })
+        let object = encode(&self.0, &typed).map_err(|error| Undecodable { error, object: obj })?;
+        Ok(Normalized { object, unknown_fields })
     }
 
     fn prepare_for_create(&self, obj: &mut Value) -> Result<(), DecodeError> {

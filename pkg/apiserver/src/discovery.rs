@@ -121,6 +121,9 @@ pub fn api_resource_list(served: Served<'_>, group: &str, version: &str) -> Opti
         if !r.categories.is_empty() {
             e["categories"] = json!(r.categories);
         }
+        if let Some(h) = k1s_api::conversion::storage_version_hash(r) {
+            e["storageVersionHash"] = json!(h);
+        }
         list.push(e);
         for s in &r.subresources {
             let mut e = json!({

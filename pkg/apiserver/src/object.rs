@@ -1,6 +1,7 @@
 //! Small helpers over objects as JSON values: metadata access, timestamps, storage encoding.
 
 use bytes::Bytes;
+use k1s_api::meta::top_level_rank;
 use serde_json::{Map, Value};
 
 pub fn meta(obj: &Value) -> Option<&Map<String, Value>> {
@@ -34,6 +35,12 @@ pub fn namespace(obj: &Value) -> Option<&str> {
 
 pub fn resource_version(obj: &Value) -> Option<&str> {
     meta_str(obj, "resourceVersion")
+}
+
+/// The resourceVersion an update is conditional on: none when absent, empty or "0" (upstream
+/// parses both as version 0, an unconditional update where the kind allows one).
+pub fn precondition_resource_version(obj: &Value) -> Option<&str> {
+    resource_version(obj).filter(|rv| !rv.is_empty() && *rv != "0")
 }
 
 pub fn set_resource_version(obj: &mut Value, rev: u64) {
@@ -74,28 +81,51 @@ pub fn timestamp_after(seconds: i64) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-/// The bytes kept in the store: the object without `resourceVersion` (which is the revision).
+/// The bytes kept in the store for a built-in kind: the object without `resourceVersion` (which
+/// is the revision), its top-level keys in upstream's order (`kind`, `apiVersion`, `metadata`,
+/// `spec`, `status`, the rest), so what is read back is encoded as kube-apiserver encodes it.
 pub fn to_storage(obj: &Value) -> Bytes {
-    let Some(Value::Object(md)) = obj.get("metadata") else {
-        return Bytes::from(serde_json::to_vec(obj).unwrap_or_default());
-    };
-    if !md.contains_key("resourceVersion") && !md.contains_key("selfLink") {
-        return Bytes::from(serde_json::to_vec(obj).unwrap_or_default());
+    stored_bytes(obj, true)
+}
+
+/// [`to_storage`] for custom resources: their keys keep the order they came in.
+pub fn to_storage_as_sent(obj: &Value) -> Bytes {
+    stored_bytes(obj, false)
+}
+
+fn encode<T: serde::Serialize + ?Sized>(v: &T) -> Bytes {
+    Bytes::from(serde_json::to_vec(v).unwrap_or_default())
+}
+
+fn stored_bytes(obj: &Value, upstream_order: bool) -> Bytes {
+    let Some(top) = obj.as_object() else { return encode(obj) };
+    let md = top.get("metadata").and_then(Value::as_object);
+    let strip = md.is_some_and(|m| m.contains_key("resourceVersion") || m.contains_key("selfLink"));
+    let reorder = upstream_order && !top.keys().map(|k| top_level_rank(k)).is_sorted();
+    if !strip && !reorder {
+        return encode(obj);
     }
     // Without cloning the object: the top level borrowed, metadata without the two fields.
-    let md: serde_json::Map<String, Value> = md
+    let stripped: Option<Value> = md.filter(|_| strip).map(|m| {
+        Value::Object(
+            m.iter()
+                .filter(|(k, _)| *k != "resourceVersion" && *k != "selfLink")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        )
+    });
+    let mut fields: Vec<(&str, &Value)> = top
         .iter()
-        .filter(|(k, _)| *k != "resourceVersion" && *k != "selfLink")
-        .map(|(k, v)| (k.clone(), v.clone()))
+        .map(|(k, v)| match (&stripped, k.as_str()) {
+            (Some(m), "metadata") => (k.as_str(), m),
+            _ => (k.as_str(), v),
+        })
         .collect();
-    let md = Value::Object(md);
-    let top: indexmap::IndexMap<&str, &Value> = obj
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| (k.as_str(), if k == "metadata" { &md } else { v }))
-        .collect();
-    Bytes::from(serde_json::to_vec(&top).unwrap_or_default())
+    if upstream_order {
+        fields.sort_by_key(|(k, _)| top_level_rank(k));
+    }
+    let ordered: indexmap::IndexMap<&str, &Value> = fields.into_iter().collect();
+    encode(&ordered)
 }
 
 /// Decodes stored bytes and stamps the revision as `resourceVersion`.
@@ -306,9 +336,18 @@ mod tests {
         assert_eq!(raw, decoded);
         assert_eq!(raw["metadata"]["resourceVersion"], "42");
         assert_eq!(raw["data"]["metadata"], json!({"name": "not this one"}));
-        // Key order is kept: apiVersion, kind, metadata, data.
+        // Stored in upstream's order: kind, apiVersion, metadata, then the rest as they came.
         let keys: Vec<&String> = raw.as_object().expect("object").keys().collect();
+        assert_eq!(keys, ["kind", "apiVersion", "metadata", "data"]);
+        // A custom resource keeps the order it came in.
+        let cr: Value = serde_json::from_slice(&to_storage_as_sent(&obj)).expect("custom");
+        let keys: Vec<&String> = cr.as_object().expect("object").keys().collect();
         assert_eq!(keys, ["apiVersion", "kind", "metadata", "data"]);
+        // Already in order: stored as it is; status after spec whatever came first.
+        let ordered = json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "p"}, "status": {}, "spec": {}});
+        let stored: Value = serde_json::from_slice(&to_storage(&ordered)).expect("pod");
+        let keys: Vec<&String> = stored.as_object().expect("object").keys().collect();
+        assert_eq!(keys, ["kind", "apiVersion", "metadata", "spec", "status"]);
         // An object stored without metadata still gets one.
         let bare = storage_json_with_rv(br#"{"kind":"X"}"#, 3).expect("bare");
         assert_eq!(serde_json::from_slice::<Value>(&bare).expect("json")["metadata"]["resourceVersion"], "3");

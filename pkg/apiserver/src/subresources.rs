@@ -287,9 +287,10 @@ pub async fn eviction(
 ) -> Result<Response<Body>, ApiError> {
     let (headers, body) = read_request_body(req).await?;
     let ev = decode_body(&headers, &body)?;
-    let opts = ev.get("deleteOptions").map(DeleteOptions::from_value).unwrap_or_default();
+    let mut opts = ev.get("deleteOptions").map(DeleteOptions::from_value).unwrap_or_default();
+    propagate_dry_run(&mut opts, ctx.dry_run)?;
     ctx.subresource = None;
-    crate::disruption::check_eviction(reg, ctx.namespace, name).await?;
+    crate::disruption::check_eviction(reg, ctx.namespace, name, opts.is_dry_run()).await?;
     reg.delete(ctx, name, &opts).await?;
     Ok(respond_json(
         StatusCode::CREATED,
@@ -297,9 +298,53 @@ pub async fn eviction(
     ))
 }
 
+/// Joins the eviction's `deleteOptions.dryRun` and the request's `?dryRun` (upstream's
+/// `propagateDryRun`): either alone decides; both must then agree.
+fn propagate_dry_run(opts: &mut DeleteOptions, query_dry_run: bool) -> Result<(), ApiError> {
+    let query: Vec<String> = if query_dry_run { vec!["All".into()] } else { Vec::new() };
+    if opts.dry_run.is_empty() {
+        opts.dry_run = query;
+    } else if !query.is_empty() && query != opts.dry_run {
+        return Err(ApiError::bad_request(format!(
+            "Non-matching dry-run options in request and content: [{}] and [{}]",
+            query.join(" "),
+            opts.dry_run.join(" ")
+        )));
+    }
+    let errs = opts.validate(None);
+    if !errs.is_empty() {
+        return Err(ApiError::invalid("meta.k8s.io", "DeleteOptions", "", &errs));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_evictions_dry_run_comes_from_its_body_or_its_query() {
+        let body = |v: serde_json::Value| DeleteOptions::from_value(&v);
+        let mut o = body(json!({"dryRun": ["All"]}));
+        propagate_dry_run(&mut o, false).expect("body only");
+        assert!(o.is_dry_run());
+        let mut o = body(json!({}));
+        propagate_dry_run(&mut o, true).expect("query only");
+        assert!(o.is_dry_run());
+        let mut o = body(json!({"dryRun": ["All"]}));
+        propagate_dry_run(&mut o, true).expect("both agree");
+        let mut o = body(json!({}));
+        propagate_dry_run(&mut o, false).expect("neither");
+        assert!(!o.is_dry_run());
+        let mut o = body(json!({"dryRun": ["Some"]}));
+        let e = propagate_dry_run(&mut o, true).expect_err("both, differing");
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (400, "Non-matching dry-run options in request and content: [All] and [Some]")
+        );
+        let mut o = body(json!({"dryRun": ["Some"]}));
+        assert_eq!(propagate_dry_run(&mut o, false).expect_err("unsupported").code, 422);
+    }
 
     #[test]
     fn binding_sets_pod_scheduled_like_update_pod_condition() {

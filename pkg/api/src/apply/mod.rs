@@ -181,9 +181,6 @@ fn validate_applied(live: Option<&Value>, applied: &Value, manager: &Manager) ->
     let Some(kind) = str_at(applied, &["kind"]).filter(|s| !s.is_empty()) else {
         return invalid("Object 'Kind' is missing in the applied configuration".into());
     };
-    if str_at(applied, &["metadata", "name"]).is_none_or(str::is_empty) {
-        return invalid("metadata.name: Required value: name is required in the applied configuration".into());
-    }
     if api_version != manager.api_version {
         return invalid(format!(
             "Incorrect version specified in apply patch. Specified patch version: {api_version}, expected: {}",

@@ -397,11 +397,20 @@ fn explicit_null_removes_the_value_and_keeps_ownership() {
 }
 
 #[test]
-fn invalid_applied_configs_are_rejected() {
-    let mut no_name = deployment(3, "nginx:1");
+fn an_applied_config_without_a_name_keeps_the_live_objects() {
+    // The name comes from the URL (the handler checks it as upstream's `checkName`); apply
+    // itself neither needs it nor owns it.
+    let live = stored(ssa(None, &deployment(3, "nginx:1"), "kubectl", false, T1).expect("create"));
+    let mut no_name = deployment(4, "nginx:1");
     no_name["metadata"].as_object_mut().expect("meta").shift_remove("name");
-    assert!(matches!(ssa(None, &no_name, "kubectl", false, T1), Err(ApplyError::Invalid(_))));
+    let after = ssa(Some(&live), &no_name, "kube", true, T2).expect("apply");
+    assert_eq!(after["metadata"]["name"], live["metadata"]["name"]);
+    assert_eq!(after["spec"]["replicas"], 4);
+    assert!(fields_of(&after, "kube", "Apply")["f:metadata"].get("f:name").is_none());
+}
 
+#[test]
+fn invalid_applied_configs_are_rejected() {
     let mut no_kind = deployment(3, "nginx:1");
     no_kind.as_object_mut().expect("obj").shift_remove("kind");
     assert!(matches!(ssa(None, &no_kind, "kubectl", false, T1), Err(ApplyError::Invalid(_))));

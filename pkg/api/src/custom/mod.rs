@@ -12,7 +12,9 @@ pub mod schema;
 
 use crate::field::{FieldError, Path};
 use crate::resources::{Backing, ResourceInfo, Scope, SubresourceInfo, STANDARD_VERBS};
-use crate::strategy::{decode_reporting_unknown, DecodeError, DynStrategy, NameRule, Normalized, ObjectHooks};
+use crate::strategy::{
+    decode_reporting_unknown, DecodeError, DynStrategy, NameRule, Normalized, ObjectHooks, Undecodable,
+};
 use columns::PrinterColumn;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
@@ -222,13 +224,19 @@ impl DynStrategy for CustomStrategy {
         NameRule::Subdomain
     }
 
-    fn normalize(&self, mut obj: Value) -> Result<Normalized, DecodeError> {
+    fn normalize(&self, mut obj: Value) -> Result<Normalized, Undecodable> {
         let mut unknown_fields = Vec::new();
         // Metadata is ObjectMeta, whatever the schema says of it.
-        if let Some(md) = obj.get("metadata").cloned() {
-            let (meta, unknown): (ObjectMeta, _) = decode_reporting_unknown(&md)?;
+        if let Some(md) = obj.get("metadata") {
+            let decoded = decode_reporting_unknown::<ObjectMeta>(md).and_then(|(meta, unknown)| {
+                Ok((serde_json::to_value(meta).map_err(|e| DecodeError(e.to_string()))?, unknown))
+            });
+            let (meta, unknown) = match decoded {
+                Ok(d) => d,
+                Err(error) => return Err(Undecodable { error, object: obj }),
+            };
             unknown_fields.extend(unknown.into_iter().map(|f| format!("metadata.{f}")));
-            obj["metadata"] = serde_json::to_value(meta).map_err(|e| DecodeError(e.to_string()))?;
+            obj["metadata"] = meta;
         }
         if let Some(s) = &self.schema {
             schema::prune(&mut obj, s, true, "", &mut unknown_fields);

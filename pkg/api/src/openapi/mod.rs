@@ -15,6 +15,7 @@ mod paths;
 mod registry;
 mod render;
 
+use crate::byte_fields::BytePath;
 use crate::resources::{self, ResourceInfo};
 use crate::strategic::SchemaLookup;
 use registry::Registry;
@@ -48,6 +49,8 @@ pub struct OpenApi {
     registry: Registry,
     v3: OnceLock<V3Set>,
     v2: OnceLock<V2Set>,
+    /// The `[]byte` field paths of each kind, by definition name, found on first use.
+    byte_fields: std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<[BytePath]>>>,
 }
 
 impl std::fmt::Debug for OpenApi {
@@ -74,7 +77,26 @@ fn sha512_hex(bytes: &[u8]) -> String {
 
 impl OpenApi {
     fn new() -> OpenApi {
-        OpenApi { registry: Registry::build(), v3: OnceLock::new(), v2: OnceLock::new() }
+        OpenApi {
+            registry: Registry::build(),
+            v3: OnceLock::new(),
+            v2: OnceLock::new(),
+            byte_fields: Default::default(),
+        }
+    }
+
+    /// The paths of a kind's `[]byte` fields (`format: byte`: Secret `data`, ConfigMap
+    /// `binaryData`, `caBundle`s, a CSR's `request`…); empty for most kinds and unknown ones.
+    pub fn byte_fields(&self, group: &str, version: &str, kind: &str) -> std::sync::Arc<[BytePath]> {
+        let Some(name) = self.kind_schema_name(group, version, kind) else { return std::sync::Arc::new([]) };
+        let mut cache = self.byte_fields.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(paths) = cache.get(name) {
+            return paths.clone();
+        }
+        let paths: std::sync::Arc<[BytePath]> =
+            self.schema(name).map(|s| crate::byte_fields::paths(s, self)).unwrap_or_default().into();
+        cache.insert(name.to_string(), paths.clone());
+        paths
     }
 
     /// A component schema (v3 form, with extensions) by definition name, e.g.

@@ -3,7 +3,10 @@
 //! per field, `f(number, json name, type, presence)`; see [`super::Pres`] for the presence rules.
 
 use super::Pres::{Inline, Null, Omit, Ptr, Val};
-use super::Ty::{Bool, Bytes, IntOrString, List, Map, MicroTime, Msg, Quantity, Raw, Str, StrList, Time, I32, I64};
+use super::Ty::{
+    Bool, Bytes, IntOrString, List, Map, MicroTime, Msg, Quantity, Raw, SchemaOrArray, SchemaOrBool, SchemaOrStrings,
+    Str, StrList, Time, F64, I32, I64,
+};
 use super::{f, Fields};
 
 include!(concat!(env!("OUT_DIR"), "/protobuf_tables.rs"));
@@ -11,5 +14,11 @@ include!(concat!(env!("OUT_DIR"), "/protobuf_tables.rs"));
 /// The root message for `(apiVersion, kind)`, if supported. `DeleteOptions` is accepted under any
 /// apiVersion (`*`): upstream registers it in every group version as well as in `meta.k8s.io/v1`.
 pub(super) fn root(api_version: &str, kind: &str) -> Option<Fields> {
-    KINDS.iter().find(|(v, k, _)| (*v == api_version || *v == "*") && *k == kind).map(|(_, _, fields)| *fields)
+    KINDS.iter().find(|(v, k, _)| (*v == api_version || *v == "*") && *k == kind).map(|&(_, _, &fields)| fields)
+}
+
+/// Every `(apiVersion, kind, root message)` of the tables.
+#[cfg(test)]
+pub(super) fn kinds() -> impl Iterator<Item = (&'static str, &'static str, &'static Fields)> {
+    KINDS.iter().copied()
 }

@@ -32,6 +32,17 @@ pub struct WatchOptions {
 pub struct DeleteQuery {
     pub grace_period_seconds: Option<i64>,
     pub propagation_policy: Option<String>,
+    pub orphan_dependents: Option<bool>,
+}
+
+impl DeleteQuery {
+    fn parse(query: &Query) -> DeleteQuery {
+        DeleteQuery {
+            grace_period_seconds: query.get("gracePeriodSeconds").and_then(|s| s.parse::<i64>().ok()),
+            propagation_policy: query.get("propagationPolicy").map(str::to_string),
+            orphan_dependents: query.get("orphanDependents").and_then(|s| s.parse::<bool>().ok()),
+        }
+    }
 }
 
 /// A verb the registry serves on a resource (or on a subresource stored with it: `status`,
@@ -45,7 +56,7 @@ pub enum ResourceCommand {
     Update,
     Patch { patch_type: PatchType, force: bool },
     Delete(DeleteQuery),
-    DeleteCollection { list: ListOptions, propagation_policy: Option<String> },
+    DeleteCollection { list: ListOptions, delete: DeleteQuery },
 }
 
 /// Who serves a resource request.
@@ -287,16 +298,12 @@ fn command(
             }
             ResourceCommand::Patch { patch_type, force: query.bool("force") }
         }
-        Verb::Delete => ResourceCommand::Delete(DeleteQuery {
-            grace_period_seconds: query.get("gracePeriodSeconds").and_then(|s| s.parse::<i64>().ok()),
-            propagation_policy: query.get("propagationPolicy").map(str::to_string),
-        }),
+        Verb::Delete => ResourceCommand::Delete(DeleteQuery::parse(query)),
         // Only authorization names `proxy`; no request parses into it.
         Verb::Proxy => return Err(ApiError::method_not_allowed(verb.as_str(), &info.resource)),
-        Verb::DeleteCollection => ResourceCommand::DeleteCollection {
-            list: list_options(query)?,
-            propagation_policy: query.get("propagationPolicy").map(str::to_string),
-        },
+        Verb::DeleteCollection => {
+            ResourceCommand::DeleteCollection { list: list_options(query)?, delete: DeleteQuery::parse(query) }
+        }
     })
 }
 
@@ -487,13 +494,23 @@ mod tests {
 
         let r = parse(Method::DELETE, POD, "gracePeriodSeconds=0&propagationPolicy=Foreground");
         let Route::Registry(ResourceCommand::Delete(q)) = r.route else { panic!("{:?}", r.route) };
-        assert_eq!(q, DeleteQuery { grace_period_seconds: Some(0), propagation_policy: Some("Foreground".into()) });
+        assert_eq!(
+            q,
+            DeleteQuery {
+                grace_period_seconds: Some(0),
+                propagation_policy: Some("Foreground".into()),
+                orphan_dependents: None
+            }
+        );
 
         let r = parse(Method::DELETE, PODS, "labelSelector=a%3Db&propagationPolicy=Orphan");
-        let Route::Registry(ResourceCommand::DeleteCollection { list, propagation_policy }) = r.route else {
+        let Route::Registry(ResourceCommand::DeleteCollection { list, delete }) = r.route else {
             panic!("{:?}", r.route)
         };
-        assert_eq!((list.label_selector.to_string(), propagation_policy.as_deref()), ("a=b".into(), Some("Orphan")));
+        assert_eq!(
+            (list.label_selector.to_string(), delete.propagation_policy.as_deref()),
+            ("a=b".into(), Some("Orphan"))
+        );
 
         // Without fieldManager, the User-Agent's product manages the fields.
         let r = parse_with(Method::POST, PODS, "", &[("user-agent", "kubectl/v1.32.4 (linux/amd64)")]).expect("create");

@@ -132,7 +132,7 @@ impl Target<'_> {
             ResourceCommand::Watch(opts) => self.watch(opts, bookmark_interval, cancel),
             ResourceCommand::Create => {
                 let (headers, body) = read_request_body(req).await?;
-                let obj = decode_body(&headers, &body)?;
+                let obj = decode_object(&headers, &body, res)?;
                 let (created, json) = reg.create_with_json(ctx, obj).await?;
                 let reply = match (json, &conversion) {
                     (Some(json), None) => respond_bytes(StatusCode::CREATED, json),
@@ -142,7 +142,7 @@ impl Target<'_> {
             }
             ResourceCommand::Update => {
                 let (headers, body) = read_request_body(req).await?;
-                let obj = decode_body(&headers, &body)?;
+                let obj = decode_object(&headers, &body, res)?;
                 let (obj, created) = reg.update(ctx, self.name, obj).await?;
                 let code = if created { StatusCode::CREATED } else { StatusCode::OK };
                 Ok(respond_json(code, &convert_object(obj, conversion, res)?))
@@ -163,13 +163,15 @@ impl Target<'_> {
                 let (headers, body) = read_request_body(req).await?;
                 let opts = delete_options(&headers, &body, query)?;
                 let obj = reg.delete(ctx, self.name, &opts).await?;
-                let code = if object::is_deleting(&obj) { StatusCode::ACCEPTED } else { StatusCode::OK };
+                // As upstream: 202 only for an object left waiting when the request said
+                // `orphanDependents: false`; 200 otherwise (a graceful pod delete too).
+                let waits = object::is_deleting(&obj) && opts.orphan_dependents == Some(false);
+                let code = if waits { StatusCode::ACCEPTED } else { StatusCode::OK };
                 Ok(respond_json(code, &convert_object(obj, conversion, res)?))
             }
-            ResourceCommand::DeleteCollection { list, propagation_policy } => {
+            ResourceCommand::DeleteCollection { list, delete } => {
                 let (headers, body) = read_request_body(req).await?;
-                let query = DeleteQuery { grace_period_seconds: None, propagation_policy };
-                let opts = delete_options(&headers, &body, query)?;
+                let opts = delete_options(&headers, &body, delete)?;
                 let deleted = reg.delete_collection(ctx, &list, &opts).await?;
                 Ok(respond_json(StatusCode::OK, &convert_list(deleted, json!({}), conversion, res)?))
             }
@@ -212,18 +214,62 @@ impl Target<'_> {
     }
 }
 
-/// A delete's options: the body's `DeleteOptions`, then the query's parameters over them.
-fn delete_options(headers: &HeaderMap, body: &Bytes, query: DeleteQuery) -> Result<DeleteOptions, ApiError> {
-    let mut opts = if body.is_empty() {
-        DeleteOptions::default()
-    } else {
-        DeleteOptions::from_value(&decode_body(headers, body)?)
+/// A create's or update's body; JSON that does not parse gets upstream's 400 (`the object
+/// provided is unrecognized (must be of type Namespace): couldn't get version/kind; json parse
+/// error: invalid character 'a' looking for beginning of value (6170…)`).
+fn decode_object(headers: &HeaderMap, body: &Bytes, res: &ResourceInfo) -> Result<Value, ApiError> {
+    let err = match decode_body(headers, body) {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
     };
+    let ct = super::body::content_type(headers);
+    let json = matches!(ct.split(';').next().unwrap_or("").trim(), "" | "application/json" | "*/*");
+    match k1s_api::go_decode::json_syntax_error(body).filter(|_| json && err.code == 400) {
+        Some(syntax) => Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: {syntax} ({})",
+            res.kind,
+            summarize(body)
+        ))),
+        None => Err(err),
+    }
+}
+
+/// Upstream's `summarizeData(body, 30)`: JSON text as it is, anything else in hex.
+fn summarize(body: &[u8]) -> String {
+    const MAX: usize = 30;
+    let head = &body[..body.len().min(MAX)];
+    let more = if body.len() > MAX { " ..." } else { "" };
+    match body.first() {
+        None => "<empty>".into(),
+        Some(b'{') => format!("{}{more}", String::from_utf8_lossy(head)),
+        Some(_) => format!("{}{more}", head.iter().map(|b| format!("{b:02x}")).collect::<String>()),
+    }
+}
+
+/// A delete's options: the body's `DeleteOptions`, then the query's parameters over them (the
+/// query's `dryRun` is the request's; the registry joins the body's to it).
+fn delete_options(headers: &HeaderMap, body: &Bytes, query: DeleteQuery) -> Result<DeleteOptions, ApiError> {
+    let (mut opts, body_policy) = if body.is_empty() {
+        (DeleteOptions::default(), None)
+    } else {
+        let v = decode_body(headers, body)?;
+        let policy = v.get("propagationPolicy").and_then(Value::as_str).map(str::to_string);
+        (DeleteOptions::from_value(&v), policy)
+    };
+    let given_policy = query.propagation_policy.clone().or(body_policy);
     if let Some(g) = query.grace_period_seconds {
         opts.grace_period_seconds = Some(g);
     }
+    if let Some(o) = query.orphan_dependents {
+        opts.orphan_dependents = Some(o);
+        opts.propagation_policy = Some(if o { "Orphan" } else { "Background" }.into());
+    }
     if let Some(p) = query.propagation_policy {
         opts.propagation_policy = Some(p);
+    }
+    let errs = opts.validate(given_policy.as_deref());
+    if !errs.is_empty() {
+        return Err(ApiError::invalid("meta.k8s.io", "DeleteOptions", "", &errs));
     }
     Ok(opts)
 }

@@ -15,7 +15,10 @@ use serde_json::{json, Value};
 impl Registry {
     /// Delete one object, honouring preconditions, finalizers, the kind's delete plan and
     /// propagation policy. Returns the object as it was deleted or as it now waits.
+    /// The options' `dryRun` (the body's) joins the request's (the query's): either makes it a
+    /// dry run that writes nothing.
     pub async fn delete(&self, ctx: &mut Ctx<'_>, name: &str, opts: &DeleteOptions) -> Result<Value, ApiError> {
+        ctx.dry_run |= opts.is_dry_run();
         for _ in 0..MAX_RETRIES {
             if let WriteOutcome::Written(obj) = self.delete_once(ctx, name, opts).await? {
                 return Ok(obj);
@@ -147,6 +150,7 @@ impl Registry {
         list: &ListOptions,
         opts: &DeleteOptions,
     ) -> Result<Vec<Value>, ApiError> {
+        ctx.dry_run |= opts.is_dry_run();
         let page =
             self.list(ctx.info, ctx.namespace, &ListOptions { limit: 0, continue_token: None, ..list.clone() })?;
         let mut out = Vec::new();

@@ -133,13 +133,14 @@ impl Registry {
 
     /// What the store keeps of `obj`, written through `info`: the object in the storage version.
     fn storage_bytes(info: &ResourceInfo, obj: &Value) -> Result<Bytes, ApiError> {
+        let to_storage = if info.custom.is_some() { object::to_storage_as_sent } else { object::to_storage };
         match conversion::storage_version(info) {
             Some(to) if to != info.version => {
                 let stored =
                     conversion::convert(obj.clone(), info, to).map_err(|e| ApiError::internal(e.to_string()))?;
-                Ok(object::to_storage(&stored))
+                Ok(to_storage(&stored))
             }
-            _ => Ok(object::to_storage(obj)),
+            _ => Ok(to_storage(obj)),
         }
     }
 
@@ -162,8 +163,29 @@ impl Registry {
 
     /// Decodes a request body into the kind's type: unknown fields handled per `fieldValidation`,
     /// defaults applied.
-    fn normalize(&self, ctx: &mut Ctx<'_>, obj: Value) -> Result<Value, ApiError> {
-        let n = ctx.info.strategy.normalize(obj).map_err(|e| ApiError::bad_request(e.0))?;
+    fn normalize(&self, ctx: &mut Ctx<'_>, mut obj: Value) -> Result<Value, ApiError> {
+        let info = ctx.info;
+        // Upstream's decode error: `Secret in version "v1" cannot be handled as a Secret: …`.
+        let undecodable = |e: &dyn std::fmt::Display| {
+            ApiError::bad_request(format!(
+                "{0} in version \"{1}\" cannot be handled as a {0}: {e}",
+                info.kind, info.version
+            ))
+        };
+        if info.custom.is_none() {
+            let paths = k1s_api::openapi::get().byte_fields(info.group, info.version, info.kind);
+            k1s_api::byte_fields::canonicalize(&mut obj, &paths).map_err(|e| undecodable(&e.error))?;
+        }
+        let n = match info.strategy.normalize(obj) {
+            Ok(n) => n,
+            Err(e) if info.custom.is_some() => return Err(ApiError::bad_request(e.error.0)),
+            Err(e) => {
+                return Err(match decode_mismatch(info, &e.object) {
+                    Some(m) => undecodable(&m.json_message()),
+                    None => undecodable(&e.error.0),
+                })
+            }
+        };
         if !n.unknown_fields.is_empty() {
             match ctx.field_validation {
                 FieldValidation::Strict => return Err(strict_error(&n.unknown_fields)),
@@ -174,6 +196,19 @@ impl Registry {
             }
         }
         Ok(n.object)
+    }
+
+    /// Upstream's `checkName`: the object's name must be the URL's.
+    fn check_name(obj: &Value, name: &str) -> Result<(), ApiError> {
+        match object::name(obj) {
+            "" => Err(ApiError::bad_request(format!(
+                "the name of the object ({name} based on URL) was undeterminable: name must be provided"
+            ))),
+            n if n != name => Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// Checks the body's apiVersion/kind (filling them when absent) and namespace.
@@ -362,6 +397,16 @@ fn kind_schema(info: &'static ResourceInfo) -> Option<&'static Value> {
         Some(c) => Some(&c.object_schema),
         None => k1s_api::openapi::get().kind_schema(info.group, info.version, info.kind),
     }
+}
+
+/// The first value of `obj` that the kind's Go types could not hold (upstream's decode error
+/// names it).
+fn decode_mismatch(info: &ResourceInfo, obj: &Value) -> Option<k1s_api::go_decode::Mismatch> {
+    let openapi = k1s_api::openapi::get();
+    let name = openapi.kind_schema_name(info.group, info.version, info.kind)?;
+    let root = name.rsplit('.').take(2).collect::<Vec<_>>();
+    let root = format!("{}.{}", root.get(1)?, root.first()?);
+    k1s_api::go_decode::first_mismatch(obj, openapi.schema(name)?, &root, openapi)
 }
 
 /// Fields a write through this endpoint cannot change, so never owned by its manager.

@@ -5,6 +5,7 @@ use super::{kind_schema, reset_for, Ctx, PatchType, Registry, WriteOutcome, MAX_
 use crate::error::ApiError;
 use crate::object::{self, meta_mut};
 use k1s_api::apply as ssa;
+use k1s_api::FieldError;
 use k1s_api::ResourceInfo;
 use serde_json::Value;
 
@@ -39,12 +40,7 @@ impl Registry {
                 // Server-side apply creates.
                 let mut applied = patch.clone();
                 Self::check_type_and_namespace(ctx, &mut applied)?;
-                if object::name(&applied) != name {
-                    return Err(ApiError::bad_request(format!(
-                        "the name of the object ({}) does not match the name on the URL ({name})",
-                        object::name(&applied)
-                    )));
-                }
+                Self::check_name(&applied, name)?;
                 let mut obj = self.normalize(ctx, applied.clone())?;
                 let schema = schema.ok_or_else(|| ApiError::internal(format!("no schema for {}", info.kind)))?;
                 let time = object::now_rfc3339();
@@ -116,19 +112,21 @@ impl Registry {
             let mut patched = patched;
             // A patch may not change identity.
             Self::check_type_and_namespace(ctx, &mut patched)?;
-            if object::name(&patched) != name {
-                return Err(ApiError::bad_request(format!(
-                    "the name of the object ({}) does not match the name on the URL ({name})",
-                    object::name(&patched)
-                )));
-            }
-            let patch_rv = object::resource_version(&patched).map(str::to_string);
+            Self::check_name(&patched, name)?;
+            let patch_rv = object::precondition_resource_version(&patched).map(str::to_string);
             if let Some(rv) = &patch_rv {
                 if *rv != old_kv.mod_revision.to_string() {
                     return Err(ApiError::stale(info.group, info.resource, name));
                 }
             }
-            let patched = self.normalize(ctx, patched)?;
+            // A patch whose result no longer decodes is upstream's 422 on the field `patch`.
+            let kept = (ptype != PatchType::Apply && info.custom.is_none()).then(|| patched.clone());
+            let patched = match self.normalize(ctx, patched) {
+                Err(e) if e.code == 400 => {
+                    return Err(kept.and_then(|p| patch_invalid(info, ptype, &patch, &p)).unwrap_or(e))
+                }
+                r => r?,
+            };
             let keep_fields = ptype == PatchType::Apply;
             let manager = if keep_fields { std::mem::take(&mut ctx.field_manager) } else { String::new() };
             let res = self.finish_update(ctx, &old, &old_kv, patched).await;
@@ -149,6 +147,20 @@ impl Registry {
     async fn create_applied(&self, ctx: &mut Ctx<'_>, obj: &mut Value) -> Result<(), ApiError> {
         self.create_normalized(ctx, obj).await.map(drop)
     }
+}
+
+/// Upstream's 422 for a patched object that does not decode: a strategic merge patch quoted as
+/// Go prints it with the unstructured converter's words, a JSON or merge patch's result as JSON
+/// with `encoding/json`'s.
+fn patch_invalid(info: &ResourceInfo, ptype: PatchType, patch: &Value, patched: &Value) -> Option<ApiError> {
+    let m = super::decode_mismatch(info, patched)?;
+    let cause = match ptype {
+        PatchType::Strategic => {
+            FieldError::invalid("patch", k1s_api::go_decode::go_format(patch), m.unstructured_message())
+        }
+        _ => FieldError::invalid("patch", patched.to_string(), m.json_message()),
+    };
+    Some(ApiError::invalid("", "", "", &[cause]))
 }
 
 fn apply_error(info: &ResourceInfo, name: &str, e: ssa::ApplyError) -> ApiError {

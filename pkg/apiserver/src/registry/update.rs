@@ -67,7 +67,10 @@ impl Registry {
             };
         }
         md.remove("selfLink");
-        if info.strategy.tracks_generation() && spec_changed && !status_update {
+        // Upstream's binding writes `spec.nodeName` straight to storage, around the strategy
+        // that counts generations: a scheduled pod keeps the generation it was created with.
+        let counted = !status_update && ctx.subresource != Some("binding");
+        if info.strategy.tracks_generation() && spec_changed && counted {
             let g = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
             md.insert("generation".into(), json!(g + 1));
         }
@@ -164,8 +167,19 @@ impl Registry {
             return Ok(WriteOutcome::Written(new));
         }
         let key = old_kv.key.clone();
-        // The last finalizer of a deleting object is gone: the object goes.
-        if object::is_deleting(&new) && object::finalizers(&new).is_empty() && !info.strategy.deletion_held(&new) {
+        // The last finalizer of a deleting object is gone: the object goes, unless a graceful
+        // deletion is under way (upstream's `ShouldDeleteDuringUpdate`: the old object's grace
+        // period is unset or 0). A pod being stopped keeps its status updates, the kubelet's
+        // final one included, until the kubelet deletes it.
+        let graceful = object::meta(old)
+            .and_then(|m| m.get("deletionGracePeriodSeconds"))
+            .and_then(Value::as_i64)
+            .is_some_and(|g| g > 0);
+        if object::is_deleting(&new)
+            && object::finalizers(&new).is_empty()
+            && !graceful
+            && !info.strategy.deletion_held(&new)
+        {
             return match self.store.delete(&key, Some(old_kv.mod_revision)).await {
                 Ok(kv) => {
                     object::set_resource_version(&mut new, kv.mod_revision);
@@ -190,14 +204,9 @@ impl Registry {
         let info = ctx.info;
         let mut obj = body;
         Self::check_type_and_namespace(ctx, &mut obj)?;
-        let body_name = object::name(&obj);
-        if body_name != name {
-            return Err(ApiError::bad_request(format!(
-                "the name of the object ({body_name}) does not match the name on the URL ({name})"
-            )));
-        }
+        Self::check_name(&obj, name)?;
         let obj = self.normalize(ctx, obj)?;
-        let wanted_rv = object::resource_version(&obj).map(str::to_string);
+        let wanted_rv = object::precondition_resource_version(&obj).map(str::to_string);
         for _ in 0..MAX_RETRIES {
             let (old, old_kv) = match self.get_kv(info, ctx.namespace, name) {
                 Ok(x) => x,

@@ -181,7 +181,7 @@ pub async fn reconcile(ds: Arc<DaemonSet>, ctl: Arc<Controller>) -> Result<Actio
     let tmpl_hash = hash::pod_template_hash(&template, collisions);
     let rev_name = history::revision_name(&name, &tmpl_hash);
     let mut revs: Vec<ControllerRevision> = revisions.iter().map(|r| (**r).clone()).collect();
-    let candidate = history::new_revision(
+    let mut candidate = history::new_revision(
         owner::controller_ref(&*ds),
         Some(ns.clone()),
         rev_name.clone(),
@@ -190,6 +190,9 @@ pub async fn reconcile(ds: Arc<DaemonSet>, ctl: Arc<Controller>) -> Result<Actio
         history::template_patch(&template),
         history::max_revision(&revs) + 1,
     );
+    // As upstream's snapshot: the revision carries the DaemonSet's annotations (the
+    // `kubernetes.io/change-cause` that `kubectl rollout history` shows).
+    candidate.metadata.annotations = ds.metadata.annotations.clone();
     let max = history::max_revision(&revs);
     match revs.iter().position(|r| history::same_data(r, &candidate)) {
         Some(i) if revs[i].revision < max => {

@@ -195,7 +195,7 @@ pub fn plan(o: &Observed<'_>) -> Plan {
     revisions.sort_by_key(|r| r.revision);
     let data = history::template_patch(&template);
     let rev_hash = hash::controller_revision_hash(&history::canonical_json(&data), collisions);
-    let candidate = history::new_revision(
+    let mut candidate = history::new_revision(
         owner::controller_ref(set),
         set.metadata.namespace.clone(),
         history::revision_name(&name, &rev_hash),
@@ -204,6 +204,8 @@ pub fn plan(o: &Observed<'_>) -> Plan {
         data,
         history::max_revision(&revisions) + 1,
     );
+    // As upstream's newRevision: the set's annotations (`kubernetes.io/change-cause`…).
+    candidate.metadata.annotations = set.metadata.annotations.clone();
     let update_revision = match revisions.iter().position(|r| history::same_data(r, &candidate)) {
         Some(i) if i + 1 == revisions.len() => revisions[i].clone(),
         Some(i) => {

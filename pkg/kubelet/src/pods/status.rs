@@ -286,12 +286,18 @@ pub fn compute(o: &Observed<'_>) -> Value {
         condition(&prev_conditions, "ContainersReady", containers_ready, ready_reason, ready_msg, now),
     ];
     // PodScheduled is the scheduler's; keep it, or assert it for pods bound by name.
-    let scheduled = prev_conditions
-        .iter()
-        .find(|c| c.get("type").and_then(Value::as_str) == Some("PodScheduled"))
-        .cloned()
-        .unwrap_or_else(|| condition(&prev_conditions, "PodScheduled", true, None, None, now));
-    conditions.push(scheduled);
+    let scheduled =
+        prev_conditions.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("PodScheduled")).cloned();
+    let asserted = scheduled.is_none();
+    conditions.push(scheduled.unwrap_or_else(|| condition(&prev_conditions, "PodScheduled", true, None, None, now)));
+    // The conditions the kubelet writes name the generation they describe, as upstream's
+    // (kubectl wait takes a condition older than the pod's generation as not yet met).
+    if let Some(g) = o.pod.metadata.generation {
+        let owned = if asserted { conditions.len() } else { conditions.len() - 1 };
+        for c in &mut conditions[..owned] {
+            c["observedGeneration"] = json!(g);
+        }
+    }
     // Keep conditions owned by others (DisruptionTarget, readiness gates' own types…).
     for c in &prev_conditions {
         let t = c.get("type").and_then(Value::as_str).unwrap_or("");
