@@ -11,6 +11,7 @@
 
 mod extensions;
 pub mod gnostic;
+mod list_descriptions;
 mod paths;
 mod registry;
 mod render;
@@ -467,6 +468,93 @@ mod tests {
             .contains(&json!("application/strategic-merge-patch+json")));
         assert!(doc["paths"]["/apis/batch/v1/namespaces/{namespace}/jobs"]["post"].is_object());
         assert!(!get().v2_json().windows(22).any(|w| w == b"#/components/schemas/".as_slice()));
+    }
+
+    /// Upstream v1.35's descriptions of three List kinds: (document, definition, type, `items`,
+    /// `metadata`).
+    const UPSTREAM_LISTS: [(&str, &str, &str, &str, &str); 3] = [
+        (
+            "api/v1",
+            "io.k8s.api.core.v1.ServiceList",
+            "ServiceList holds a list of services.",
+            "List of services",
+            "Standard list metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+        ),
+        (
+            "api/v1",
+            "io.k8s.api.core.v1.ConfigMapList",
+            "ConfigMapList is a resource containing a list of ConfigMap objects.",
+            "Items is the list of ConfigMaps.",
+            "More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+        ),
+        (
+            "apis/apps/v1",
+            "io.k8s.api.apps.v1.DeploymentList",
+            "DeploymentList is a list of Deployments.",
+            "Items is the list of Deployments.",
+            "Standard list metadata.",
+        ),
+    ];
+
+    #[test]
+    fn v3_list_definitions_carry_upstreams_descriptions() {
+        for (path, name, description, items, metadata) in UPSTREAM_LISTS {
+            let doc = v3(path);
+            let list = &doc["components"]["schemas"][name];
+            assert_eq!(list["description"], description, "{name}");
+            assert_eq!(list["properties"]["items"]["description"], items, "{name}");
+            assert_eq!(list["properties"]["metadata"]["description"], metadata, "{name}");
+            assert_eq!(
+                list["properties"]["metadata"]["allOf"],
+                json!([{"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"}])
+            );
+            let item = name.strip_suffix("List").expect("a List");
+            assert_eq!(list["properties"]["items"]["items"]["$ref"], format!("#/components/schemas/{item}"));
+            assert_eq!(list["required"], json!(["items"]));
+            assert_eq!(list["x-kubernetes-group-version-kind"][0]["kind"], name.rsplit('.').next().expect("kind"));
+        }
+    }
+
+    #[test]
+    fn v2_list_definitions_carry_upstreams_descriptions() {
+        let doc: Value = serde_json::from_slice(get().v2_json()).expect("v2 JSON");
+        for (_, name, description, items, metadata) in UPSTREAM_LISTS {
+            let list = &doc["definitions"][name];
+            assert_eq!(list["description"], description, "{name}");
+            assert_eq!(list["properties"]["items"]["description"], items, "{name}");
+            assert_eq!(list["properties"]["metadata"]["description"], metadata, "{name}");
+            assert_eq!(
+                list["properties"]["metadata"]["$ref"],
+                "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"
+            );
+        }
+    }
+
+    #[test]
+    fn every_served_built_in_list_kind_has_upstreams_descriptions_from_the_data() {
+        let mut covered = 0;
+        for r in resources::all().iter().filter(|r| r.verbs.contains(&"list")) {
+            let name = format!("{}List", r.schema_name);
+            let data = list_descriptions::get(&name)
+                .unwrap_or_else(|| panic!("{name}: no descriptions; add its package to hack/gen-list-descriptions.py"));
+            let schema = get().schema(&name).unwrap_or_else(|| panic!("{name}: no schema"));
+            let text = |v: &Value| v.as_str().map(str::to_string);
+            assert!(data.description.is_some() && data.items.is_some(), "{name}: {data:?}");
+            assert_eq!(text(&schema["description"]), data.description, "{name}");
+            assert_eq!(text(&schema["properties"]["items"]["description"]), data.items, "{name}");
+            assert_eq!(text(&schema["properties"]["metadata"]["description"]), data.metadata, "{name}");
+            covered += 1;
+        }
+        assert!(covered >= 50, "{covered} List kinds");
+        // A field upstream leaves undescribed stays a bare reference, in v3 and in v2.
+        let csr = "io.k8s.api.certificates.v1.CertificateSigningRequestList";
+        let metadata = &get().schema(csr).expect("CSR list")["properties"]["metadata"];
+        assert_eq!(metadata, &json!({"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"}));
+        let v2: Value = serde_json::from_slice(get().v2_json()).expect("v2 JSON");
+        assert_eq!(
+            v2["definitions"][csr]["properties"]["metadata"],
+            json!({"$ref": "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"})
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! reference with siblings wrapped as `allOf: [{$ref}]`), enriched with the `x-kubernetes-*`
 //! extensions the k8s-openapi schemas lack.
 
-use super::extensions;
+use super::{extensions, list_descriptions};
 use crate::resources::{self, ResourceInfo};
 use k8s_openapi::api::{authentication, autoscaling, policy};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
@@ -160,31 +160,49 @@ fn unrequire_metadata(def: &mut Map<String, Value>) {
     }
 }
 
-/// The `<Kind>List` schema upstream generates for a listable kind.
+/// The `<Kind>List` schema upstream generates for a listable kind. A built-in List carries
+/// upstream's descriptions (from [`list_descriptions`]); any other (a custom resource's) carries
+/// descriptions formed from its kind.
 pub(super) fn list_schema(r: &ResourceInfo, item: Option<&Value>) -> Value {
     let type_meta = |field: &str| {
         item.and_then(|i| i.pointer(&format!("/properties/{field}")))
             .cloned()
             .unwrap_or_else(|| json!({"type": "string"}))
     };
-    json!({
-        "description": format!("{}List is a list of {} objects.", r.kind, r.kind),
+    let (description, items_description, metadata_description) =
+        match list_descriptions::get(&format!("{}List", r.schema_name)) {
+            Some(d) => (d.description.clone(), d.items.clone(), d.metadata.clone()),
+            None => (
+                Some(format!("{}List is a list of {} objects.", r.kind, r.kind)),
+                Some(format!("items is the list of {} objects.", r.kind)),
+                Some(LIST_META_DESCRIPTION.to_string()),
+            ),
+        };
+    let mut items = json!({
+        "type": "array",
+        "items": {"$ref": format!("{V3_REF_PREFIX}{}", r.schema_name)},
+    });
+    if let Some(d) = items_description {
+        items["description"] = d.into();
+    }
+    let mut metadata = json!({"$ref": format!("{V3_REF_PREFIX}{META}ListMeta")});
+    if let Some(d) = metadata_description {
+        metadata["description"] = d.into();
+    }
+    let mut list = json!({
         "type": "object",
         "properties": {
             "apiVersion": type_meta("apiVersion"),
-            "items": {
-                "description": format!("items is the list of {} objects.", r.kind),
-                "type": "array",
-                "items": {"$ref": format!("{V3_REF_PREFIX}{}", r.schema_name)},
-            },
+            "items": items,
             "kind": type_meta("kind"),
-            "metadata": {
-                "$ref": format!("{V3_REF_PREFIX}{META}ListMeta"),
-                "description": LIST_META_DESCRIPTION,
-            },
+            "metadata": metadata,
         },
         "required": ["items"],
-    })
+    });
+    if let Some(d) = description {
+        list["description"] = d.into();
+    }
+    list
 }
 
 /// Rewrites every `{$ref, siblings...}` into `{allOf: [{$ref}], siblings...}` as upstream's v3
