@@ -412,7 +412,18 @@ mod tests {
         assert!(widget["properties"]["metadata"]["description"]
             .as_str()
             .is_some_and(|d| d.starts_with("Standard object's metadata")));
-        assert_eq!(schemas["com.example.v1.WidgetList"]["x-kubernetes-group-version-kind"][0]["kind"], "WidgetList");
+        let list = &schemas["com.example.v1.WidgetList"];
+        assert_eq!(list["x-kubernetes-group-version-kind"][0]["kind"], "WidgetList");
+        // The words of upstream's CRD OpenAPI builder.
+        assert_eq!(list["description"], "WidgetList is a list of Widget");
+        assert_eq!(
+            list["properties"]["items"]["description"],
+            "List of widgets. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md"
+        );
+        assert_eq!(
+            list["properties"]["metadata"]["description"],
+            "Standard list metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"
+        );
         let status = &v["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}/status"];
         assert_eq!(
             status["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"],

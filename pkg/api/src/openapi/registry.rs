@@ -17,7 +17,7 @@ pub(super) const V3_REF_PREFIX: &str = "#/components/schemas/";
 
 const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.";
 const LIST_META_DESCRIPTION: &str =
-    "Standard list metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
+    "Standard list metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds";
 
 /// A group, version and kind, as the `x-kubernetes-group-version-kind` extension spells it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -172,9 +172,13 @@ pub(super) fn list_schema(r: &ResourceInfo, item: Option<&Value>) -> Value {
     let (description, items_description, metadata_description) =
         match list_descriptions::get(&format!("{}List", r.schema_name)) {
             Some(d) => (d.description.clone(), d.items.clone(), d.metadata.clone()),
+            // Custom resources: the words of upstream's CRD OpenAPI builder.
             None => (
-                Some(format!("{}List is a list of {} objects.", r.kind, r.kind)),
-                Some(format!("items is the list of {} objects.", r.kind)),
+                Some(format!("{} is a list of {}", r.list_kind, r.kind)),
+                Some(format!(
+                    "List of {}. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md",
+                    r.resource
+                )),
                 Some(LIST_META_DESCRIPTION.to_string()),
             ),
         };
