@@ -211,7 +211,10 @@ fn deleting_a_definition_deletes_its_resources_and_definitions_survive_restarts(
             .is_some_and(|f| f.iter().any(|f| f == "customresourcecleanup.apiextensions.k8s.io")),
         "{crd}"
     );
-    assert!(s.json(&["get", "wd", "w1"])["metadata"]["deletionTimestamp"].is_string(), "the widget is being deleted");
+    // The cleanup marks the definition Terminating, then deletes its objects: wait for that.
+    eventually(Duration::from_secs(20), "the widget to be deleting", || {
+        s.json(&["get", "wd", "w1"])["metadata"]["deletionTimestamp"].is_string().then_some(())
+    });
     s.ok(&["patch", "wd", "w1", "--type=merge", "-p", r#"{"metadata": {"finalizers": null}}"#]);
     eventually(Duration::from_secs(20), "the definition to go", || {
         (!s.kubectl(&["get", "crd", "widgets.example.com"]).status.success()).then_some(())
