@@ -156,6 +156,10 @@ pub async fn run(
             listen: std::net::SocketAddr::new(std::net::IpAddr::from([0, 0, 0, 0]), shared.config.kubelet_port),
             tls: shared.config.server_tls.clone(),
             runtime: shared.runtime.clone(),
+            auth: Arc::new(server::auth::Authorizer::new(Arc::new(server::auth::ApiDelegate::new(
+                shared.client.clone(),
+            )))),
+            node_name: shared.config.node_name.clone(),
         },
         cancel.clone(),
     )

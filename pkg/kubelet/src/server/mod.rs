@@ -11,8 +11,9 @@
 //!   metrics-server reads them (see [`metrics`]);
 //! - `GET /healthz`.
 //!
-//! TLS with the caller's serving certificate; clients must present a certificate the cluster CA
-//! signed, and only the API server's identity (or `system:masters`) is authorized.
+//! TLS with the kubelet's serving certificate; callers authenticate with a certificate the
+//! cluster CA signed or a bearer token, and the API server authorizes them ([`auth`]), as
+//! upstream's kubelet in webhook mode: an anonymous request gets 401.
 
 pub mod auth;
 pub mod metrics;
@@ -62,6 +63,10 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     pub tls: ServerTls,
     pub runtime: Arc<dyn RuntimeService>,
+    /// Who may call, and what they may do.
+    pub auth: Arc<auth::Authorizer>,
+    /// The node's name (what requests are authorized against: `nodes/<name>/<sub>`).
+    pub node_name: String,
 }
 
 /// A running kubelet server.
@@ -97,14 +102,22 @@ pub async fn serve(config: ServerConfig, cancel: CancellationToken) -> Result<Ku
         TcpListener::bind(config.listen).await.map_err(|source| ServerError::Bind { addr: config.listen, source })?;
     let local_addr = listener.local_addr().map_err(|source| ServerError::Bind { addr: config.listen, source })?;
     tracing::info!(%local_addr, "kubelet server listening");
-    let task = tokio::spawn(accept_loop(listener, TlsAcceptor::from(Arc::new(tls)), config.runtime, cancel));
+    let guard = Arc::new(Guard { auth: config.auth, node: config.node_name });
+    let task = tokio::spawn(accept_loop(listener, TlsAcceptor::from(Arc::new(tls)), config.runtime, guard, cancel));
     Ok(KubeletServer { local_addr, task })
+}
+
+/// What every request passes through before it is served.
+struct Guard {
+    auth: Arc<auth::Authorizer>,
+    node: String,
 }
 
 async fn accept_loop(
     listener: TcpListener,
     acceptor: TlsAcceptor,
     rt: Arc<dyn RuntimeService>,
+    guard: Arc<Guard>,
     cancel: CancellationToken,
 ) {
     loop {
@@ -120,7 +133,7 @@ async fn accept_loop(
             },
         };
         let _ = tcp.set_nodelay(true);
-        let (acceptor, rt, cancel) = (acceptor.clone(), rt.clone(), cancel.clone());
+        let (acceptor, rt, guard, cancel) = (acceptor.clone(), rt.clone(), guard.clone(), cancel.clone());
         tokio::spawn(async move {
             let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
                 Ok(Ok(t)) => t,
@@ -134,8 +147,8 @@ async fn accept_loop(
                 tls.get_ref().1.peer_certificates().map(|c| c.iter().map(|d| d.to_vec()).collect()).unwrap_or_default(),
             );
             let svc = hyper::service::service_fn(move |req| {
-                let (rt, peer) = (rt.clone(), peer.clone());
-                async move { Ok::<_, Infallible>(handle(rt, &peer, req).await) }
+                let (rt, peer, guard) = (rt.clone(), peer.clone(), guard.clone());
+                async move { Ok::<_, Infallible>(handle(rt, &guard, &peer, req).await) }
             });
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), svc);
@@ -212,11 +225,22 @@ fn route(path: &str) -> Route {
     }
 }
 
-async fn handle(rt: Arc<dyn RuntimeService>, peer: &[Vec<u8>], req: Request<Incoming>) -> Response<Body> {
-    let route = route(req.uri().path());
-    if route == Route::Healthz {
-        return text(StatusCode::OK, "ok");
-    }
+/// The answer to a refused request.
+fn refused(e: &auth::AuthError) -> Response<Body> {
+    let code = match e {
+        auth::AuthError::Unauthenticated => StatusCode::UNAUTHORIZED,
+        auth::AuthError::Forbidden { .. } => StatusCode::FORBIDDEN,
+        auth::AuthError::Unavailable(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    text(code, &e.to_string())
+}
+
+async fn handle(
+    rt: Arc<dyn RuntimeService>,
+    guard: &Guard,
+    peer: &[Vec<u8>],
+    req: Request<Incoming>,
+) -> Response<Body> {
     let verb = match *req.method() {
         Method::GET | Method::HEAD => "get",
         Method::POST => "create",
@@ -225,13 +249,22 @@ async fn handle(rt: Arc<dyn RuntimeService>, peer: &[Vec<u8>], req: Request<Inco
         Method::DELETE => "delete",
         _ => "unknown",
     };
-    let id = match auth::identify(peer) {
+    let authorization = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let id = match guard.auth.authenticate(peer, authorization).await {
         Ok(id) => id,
-        Err(e) => return text(StatusCode::UNAUTHORIZED, &e.to_string()),
+        Err(e) => return refused(&e),
     };
-    let subresource = if route == Route::ResourceMetrics { "metrics" } else { "proxy" };
-    if let Err(e) = auth::authorize(&id, verb, subresource) {
-        return text(StatusCode::FORBIDDEN, &e.to_string());
+    let attrs =
+        auth::Attributes { verb, subresource: auth::subresource_of(req.uri().path()), node: guard.node.clone() };
+    if let Err(e) = guard.auth.authorize(&id, &attrs).await {
+        if matches!(e, auth::AuthError::Unavailable(_)) {
+            tracing::warn!(error = %e, user = %id.user, "could not authorize a kubelet request");
+        }
+        return refused(&e);
+    }
+    let route = route(req.uri().path());
+    if route == Route::Healthz {
+        return text(StatusCode::OK, "ok");
     }
     tracing::debug!(method = %req.method(), path = %req.uri().path(), user = %id.user, "kubelet request");
     let is_get = req.method() == Method::GET;

@@ -97,6 +97,27 @@ impl Drop for Harness {
 
 const IMAGE: &str = "127.0.0.1:5000/busybox:1.35";
 
+/// The API server's answers, as its default roles give them: the API server's kubelet client
+/// (`system:kubelet-api-admin`) and `system:masters` may do anything on node `n1`; the token
+/// `carol-token` is carol, who may only read metrics.
+struct StandInApi;
+
+#[async_trait::async_trait]
+impl auth::Delegate for StandInApi {
+    async fn review_token(&self, token: &str) -> Result<Option<auth::Identity>, auth::AuthError> {
+        Ok((token == "carol-token").then(|| auth::Identity {
+            user: "carol".into(),
+            uid: String::new(),
+            groups: vec!["system:authenticated".into()],
+            extra: Default::default(),
+        }))
+    }
+    async fn allowed(&self, id: &auth::Identity, attrs: &auth::Attributes) -> Result<bool, auth::AuthError> {
+        let admin = id.user == auth::APISERVER_KUBELET_CLIENT || id.groups.iter().any(|g| g == "system:masters");
+        Ok(attrs.node == "n1" && (admin || (id.user == "carol" && attrs.subresource == "metrics")))
+    }
+}
+
 async fn harness() -> Harness {
     let pki = TestPki::new();
     let serving = pki.serving();
@@ -113,6 +134,8 @@ async fn harness() -> Harness {
                 reloadable: None,
             },
             runtime: fake.clone(),
+            auth: Arc::new(auth::Authorizer::new(Arc::new(StandInApi))),
+            node_name: "n1".into(),
         },
         cancel.clone(),
     )
@@ -229,7 +252,7 @@ impl Harness {
     }
 
     fn apiserver(&self) -> Pair {
-        self.pki.client(auth::APISERVER_KUBELET_CLIENT, &[auth::MASTERS_GROUP])
+        self.pki.client(auth::APISERVER_KUBELET_CLIENT, &[])
     }
 }
 
@@ -262,10 +285,26 @@ fn stream_options_follow_upstream() {
 #[tokio::test]
 async fn clients_without_certificates_get_401_and_strangers_403() {
     let h = harness().await;
-    let (code, _) = h.get_text(None, "/healthz").await;
-    assert_eq!(code, StatusCode::OK, "healthz is open");
-    let (code, body) = h.get_text(None, "/containerLogs/default/web/app").await;
-    assert_eq!((code, body.trim()), (StatusCode::UNAUTHORIZED, "Unauthorized"));
+    // Nothing is anonymous, /healthz and /pods included (upstream with anonymous auth off).
+    for path in ["/healthz", "/pods", "/containerLogs/default/web/app"] {
+        let (code, body) = h.get_text(None, path).await;
+        assert_eq!((code, body.trim()), (StatusCode::UNAUTHORIZED, "Unauthorized"), "{path}");
+    }
+    let (code, _) = h.get_text(Some(&h.apiserver()), "/healthz").await;
+    assert_eq!(code, StatusCode::OK);
+    // A bearer token the API server vouches for, authorized for metrics only.
+    let carol = |path: &str| {
+        let h = &h;
+        let path = path.to_string();
+        async move {
+            let resp = h.request(None, Method::GET, &path, &[("authorization", "Bearer carol-token")]).await;
+            resp.status()
+        }
+    };
+    assert_eq!(carol("/metrics/resource").await, StatusCode::OK);
+    assert_eq!(carol("/containerLogs/default/web/app").await, StatusCode::FORBIDDEN);
+    let resp = h.request(None, Method::GET, "/metrics/resource", &[("authorization", "Bearer wrong")]).await;
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
     let bob = h.pki.client("bob", &["devs"]);
     let (code, body) = h.get_text(Some(&bob), "/containerLogs/default/web/app").await;
     assert_eq!(code, StatusCode::FORBIDDEN);
