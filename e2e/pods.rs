@@ -370,6 +370,96 @@ fn kubectl_wait_for_pod_scheduled_returns_and_a_scheduled_pod_keeps_generation_1
     s.ok(&["wait", "--for=condition=Ready", "pod/sched", "--timeout=10s"]);
 }
 
+/// A client certificate for `cn` signed by the cluster CA, written next to the server's files:
+/// (certificate path, key path).
+fn user_certificate(s: &Server, cn: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let tls = s.data_dir().join("server").join("tls");
+    let ca_pem = std::fs::read_to_string(tls.join("server-ca.crt")).expect("CA");
+    let ca_key = rcgen::KeyPair::from_pem(&std::fs::read_to_string(tls.join("server-ca.key")).expect("CA key"))
+        .expect("CA key pem");
+    let issuer = rcgen::Issuer::from_ca_cert_pem(&ca_pem, ca_key).expect("issuer");
+    let mut p = rcgen::CertificateParams::default();
+    p.distinguished_name.push(rcgen::DnType::CommonName, cn);
+    p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = p.signed_by(&key, &issuer).expect("sign");
+    let (crt, keyf) = (s.dir.path().join(format!("{cn}.crt")), s.dir.path().join(format!("{cn}.key")));
+    std::fs::write(&crt, cert.pem()).expect("write cert");
+    std::fs::write(&keyf, key.serialize_pem()).expect("write key");
+    (crt, keyf)
+}
+
+/// `curl` against the kubelet's port: (status, body).
+fn kubelet_get(port: &str, path: &str, auth: &[&str]) -> (u16, String) {
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "-k", "-o", "-", "-w", "\n%{http_code}"])
+        .args(auth)
+        .arg(format!("https://127.0.0.1:{port}{path}"))
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+#[test]
+fn the_kubelets_api_refuses_anonymous_callers_and_lets_the_api_server_authorize_the_others() {
+    let s = Server::start_node();
+    s.ok(&["run", "talker", &format!("--image={IMAGE}"), "--", "sh", "-c", "echo said-hello; sleep 3600"]);
+    wait_pod(&s, "talker", "Running", 60, |p| p["status"]["phase"] == "Running");
+    let port = s.ok(&["get", "nodes", "-o", "jsonpath={.items[0].status.daemonEndpoints.kubeletEndpoint.Port}"]);
+    let logs = "/containerLogs/default/talker/talker";
+    // Anonymous: 401, whatever the path.
+    for path in ["/pods", logs, "/healthz", "/metrics/resource"] {
+        assert_eq!(kubelet_get(&port, path, &[]).0, 401, "{path}");
+    }
+    // A user the cluster CA vouches for but RBAC does not allow: 403, directly and through the API.
+    let (crt, key) = user_certificate(&s, "bob");
+    let cert_args = ["--cert", crt.to_str().expect("path"), "--key", key.to_str().expect("path")];
+    let (code, body) = kubelet_get(&port, logs, &cert_args);
+    assert_eq!((code, body.trim()), (403, "Forbidden (user=bob, verb=get, resource=nodes, subresource=proxy)"));
+    let admin = std::fs::read_to_string(s.kubeconfig()).expect("kubeconfig");
+    let line = |key: &str| {
+        admin.lines().find_map(|l| l.trim().strip_prefix(key)).map(str::trim).expect("kubeconfig field").to_string()
+    };
+    let kubeconfig = s.dir.path().join("bob.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: k1s\n  cluster:\n    server: {}\n    certificate-authority-data: {}\nusers:\n- name: bob\n  user:\n    client-certificate: {}\n    client-key: {}\ncontexts:\n- name: bob\n  context: {{cluster: k1s, user: bob}}\ncurrent-context: bob\n",
+            line("server:"),
+            line("certificate-authority-data:"),
+            crt.display(),
+            key.display()
+        ),
+    )
+    .expect("write");
+    let out = s.kubectl_cmd(&["logs", "talker"]).env("KUBECONFIG", &kubeconfig).output().expect("kubectl logs as bob");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("Forbidden"), "{err}");
+    // A ServiceAccount token, reviewed by the API server, for a role with nodes/proxy: allowed.
+    s.ok(&["create", "serviceaccount", "reader"]);
+    s.ok(&["create", "clusterrole", "node-reader", "--verb=get", "--resource=nodes/proxy"]);
+    s.ok(&[
+        "create",
+        "clusterrolebinding",
+        "node-reader",
+        "--clusterrole=node-reader",
+        "--serviceaccount=default:reader",
+    ]);
+    let token = s.ok(&["create", "token", "reader"]);
+    let bearer = format!("Authorization: Bearer {}", token.trim());
+    let (code, body) = eventually(Duration::from_secs(20), "the token to be allowed", || {
+        let r = kubelet_get(&port, logs, &["-H", &bearer]);
+        (r.0 == 200).then_some(r)
+    });
+    assert_eq!((code, body.trim()), (200, "said-hello"));
+    let (code, _) = kubelet_get(&port, logs, &["-H", "Authorization: Bearer not-a-token"]);
+    assert_eq!(code, 401);
+    // The API server's own calls still work: kubectl logs as the admin.
+    assert_eq!(s.ok(&["logs", "talker"]).trim(), "said-hello");
+}
+
 #[test]
 fn restarting_k1s_keeps_running_containers_and_restart_counts() {
     let mut s = Server::start_node();
