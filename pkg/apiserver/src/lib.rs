@@ -12,6 +12,7 @@ pub mod admission;
 mod admission_cache;
 pub mod aggregator;
 pub mod auth;
+mod certificate_admission;
 mod crd_catalog;
 mod custom_resources;
 mod discovery;
@@ -138,6 +139,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
             Box::new(limit_ranger),
             Box::new(pod_security::PodSecurity::new(config.store.clone(), config.pod_security.clone())),
             Box::new(rbac::EscalationCheck { rbac: rbac.clone(), authz: authz.clone() }),
+            Box::new(certificate_admission::CertificateAdmission { authz: authz.clone() }),
             Box::new(policy::ValidatingAdmissionPolicy(policies.clone())),
             Box::new(webhooks::ValidatingWebhooks(hooks.clone())),
             // Last, as upstream's: it writes the creates it admits with their charge.

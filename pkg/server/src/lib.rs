@@ -639,6 +639,8 @@ async fn start_components(
         .await?;
         let off = config.disable.controllers();
         let root_ca_pem = pki.ca.cert_pem.clone();
+        // The API server trusts client certificates of this CA: it signs approved requests.
+        let cluster_signing = pki.ca.clone();
         let election = k1s_runtime::leader::LeaderElection::new("kube-controller-manager", identity);
         let controllers = election.run(client.clone(), cancel.clone(), move |leading| {
             let ctx = std::sync::Arc::new(k1s_controllers::Context {
@@ -646,6 +648,7 @@ async fn start_components(
                 client: client.clone(),
                 cancel: leading,
                 root_ca_pem: root_ca_pem.clone(),
+                cluster_signing: Some(cluster_signing.clone()),
             });
             let off = off.clone();
             async move { k1s_controllers::run(ctx, &off).await }
