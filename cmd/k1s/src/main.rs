@@ -203,6 +203,10 @@ struct ServerArgs {
     /// "group1,group2" per line (kube-apiserver's format), read at start.
     #[arg(long, env = "K1S_TOKEN_AUTH_FILE")]
     token_auth_file: Option<PathBuf>,
+    /// (auth) An AuthenticationConfiguration file (apiserver.config.k8s.io/v1): JWT issuers with
+    /// claim mappings and validation rules; not with the --oidc-* flags.
+    #[arg(long, env = "K1S_AUTHENTICATION_CONFIG")]
+    authentication_config: Option<PathBuf>,
     /// (auth) Accept OpenID Connect ID tokens of this issuer (https); its discovery document
     /// names the keys.
     #[arg(long, env = "K1S_OIDC_ISSUER_URL")]
@@ -387,6 +391,9 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
 /// `--token-auth-file` and `--oidc-*`: OIDC flags without an issuer, or a required claim that is
 /// not `claim=value`, are refused here; the rest is checked when the server starts.
 fn authentication_options(a: &ServerArgs) -> Result<k1s_server::authn::Options> {
+    if a.authentication_config.is_some() && a.oidc_issuer_url.is_some() {
+        bail!("--authentication-config and the --oidc-* flags are mutually exclusive");
+    }
     let oidc = match &a.oidc_issuer_url {
         None => {
             let given = [
@@ -423,7 +430,11 @@ fn authentication_options(a: &ServerArgs) -> Result<k1s_server::authn::Options> 
             })
         }
     };
-    Ok(k1s_server::authn::Options { token_auth_file: a.token_auth_file.clone(), oidc })
+    Ok(k1s_server::authn::Options {
+        token_auth_file: a.token_auth_file.clone(),
+        oidc,
+        authentication_config: a.authentication_config.clone(),
+    })
 }
 
 /// Whether log lines get ANSI colours: only on a terminal, and never when `NO_COLOR` is set to

@@ -342,3 +342,49 @@ fn oidc_id_tokens_authenticate_with_the_configured_claims_and_prefixes_and_bad_o
     let fetches = *issuer.fetches.lock().expect("lock");
     assert!((2..10).contains(&fetches), "keys fetched {fetches} times: refetches are rate-limited");
 }
+
+#[test]
+fn an_authentication_config_maps_claims_with_cel_and_checks_its_rules() {
+    let issuer = start_issuer();
+    let ec = ec_key();
+    *issuer.keys.lock().expect("lock") = vec![ec_jwk(&ec, "ec-1")];
+    let ca = std::fs::read_to_string(&issuer.ca_file).expect("ca");
+    let indented: String = ca.lines().map(|l| format!("      {l}\n")).collect();
+    let config = format!(
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthenticationConfiguration\njwt:\n- issuer:\n    url: {}\n    audiences: [k1s-a, k1s-b]\n    audienceMatchPolicy: MatchAny\n    certificateAuthority: |\n{indented}  claimValidationRules:\n  - expression: claims.tenant == 'acme'\n    message: only acme's users\n  claimMappings:\n    username:\n      expression: '\"ext:\" + claims.sub'\n    groups:\n      claim: roles\n      prefix: 'acme:'\n    uid:\n      claim: sub\n    extra:\n    - key: example.com/tenant\n      valueExpression: claims.tenant\n  userValidationRules:\n  - expression: \"!user.username.startsWith('ext:system:')\"\n    message: no system users\n",
+        issuer.url
+    );
+    let files = tempfile::tempdir().expect("tmp");
+    let path = files.path().join("authn.yaml");
+    std::fs::write(&path, &config).expect("write");
+    let s = Server::start_with(&[&format!("--authentication-config={}", path.display())]);
+    let claims = |sub: &str, tenant: &str| json!({"iss": issuer.url, "aud": ["k1s-b"], "sub": sub, "tenant": tenant, "roles": "admin", "exp": now() + 600});
+    let token = id_token(Signing::Es256(&ec), "ec-1", &claims("jane", "acme"));
+    let user = eventually(Duration::from_secs(20), "the issuer's keys to be fetched", || whoami(&s, &token).ok());
+    assert_eq!(user["username"], "ext:jane", "{user}");
+    assert_eq!(user["uid"], "jane", "{user}");
+    assert_eq!(user["groups"], json!(["acme:admin", "system:authenticated"]), "{user}");
+    assert_eq!(user["extra"]["example.com/tenant"], json!(["acme"]), "{user}");
+    for (what, token) in [
+        ("another tenant", id_token(Signing::Es256(&ec), "ec-1", &claims("jane", "globex"))),
+        ("a system user", id_token(Signing::Es256(&ec), "ec-1", &claims("system:admin", "acme"))),
+    ] {
+        assert_eq!(bearer(&s, &token, "GET", "/api", None).0, 401, "{what}");
+    }
+    let r = review(&s, &id_token(Signing::Es256(&ec), "ec-1", &claims("jane", "globex")), &[]);
+    assert!(r["error"].as_str().is_some_and(|e| e.contains("only acme's users")), "{r}");
+
+    // With the --oidc-* flags, or a field upstream refuses: the server does not start.
+    let log = server_refuses(&[
+        &format!("--authentication-config={}", path.display()),
+        "--oidc-issuer-url=https://127.0.0.1:1",
+        "--oidc-client-id=k1s",
+    ]);
+    assert!(log.contains("--authentication-config and the --oidc-* flags are mutually exclusive"), "{log}");
+    std::fs::write(&path, config.replace("expression: '\"ext:\" + claims.sub'", "claim: sub")).expect("write");
+    let log = server_refuses(&[&format!("--authentication-config={}", path.display())]);
+    assert!(
+        log.contains("jwt[0].claimMappings.username.prefix: Required value: prefix is required when claim is set"),
+        "{log}"
+    );
+}

@@ -187,17 +187,16 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         api_audiences: api_audiences.clone(),
         inner: authn::bootstrap::BootstrapTokens::new(config.store.clone()),
     }));
-    let oidc = match &config.authentication.oidc {
-        Some(settings) => {
-            let o = Arc::new(
-                authn::oidc::Oidc::new(settings.clone()).map_err(|e| ServeError::Config(format!("OIDC: {e}")))?,
-            );
-            token_authenticators
-                .push(Box::new(authn::AudienceAgnostic { api_audiences: api_audiences.clone(), inner: o.clone() }));
-            Some(o)
-        }
-        None => None,
-    };
+    let mut oidc = Vec::new();
+    for settings in &config.authentication.oidc {
+        let o = Arc::new(
+            authn::oidc::Oidc::new(settings.clone())
+                .map_err(|e| ServeError::Config(format!("OIDC issuer {}: {e}", settings.issuer_url)))?,
+        );
+        token_authenticators
+            .push(Box::new(authn::AudienceAgnostic { api_audiences: api_audiences.clone(), inner: o.clone() }));
+        oidc.push(o);
+    }
     let token_authenticators = authn::Tokens { authenticators: token_authenticators, api_audiences };
     let state = Arc::new(endpoints::State {
         registry: registry.clone(),
@@ -222,8 +221,8 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     let mut tasks = tasks::Tasks::default();
     tasks.spawn("serving", server::serve(listener, tls, state.clone(), cancel.clone()));
     tasks.spawn("the service address repair", allocator.run_repair(cancel.clone()));
-    if let Some(o) = oidc {
-        tasks.spawn("the OIDC issuer's key refresher", o.run(cancel.clone()));
+    for o in oidc {
+        tasks.spawn("an OIDC issuer's key refresher", o.run(cancel.clone()));
     }
     tasks.spawn("the admission webhook configuration watcher", hooks.run(cancel.clone()));
     tasks.spawn("the ValidatingAdmissionPolicy watcher", policies.clone().run(cancel.clone()));

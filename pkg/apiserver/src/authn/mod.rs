@@ -1,7 +1,8 @@
 //! Request authentication beyond client certificates: bearer tokens, tried in upstream's order
 //! by every [`Token`] authenticator until one recognises the token: the static token file
 //! ([`token_file`], `--token-auth-file`), ServiceAccount tokens, bootstrap tokens
-//! ([`bootstrap`]) and OpenID Connect ID tokens ([`oidc`]). `TokenReview` asks the same
+//! ([`bootstrap`]) and OpenID Connect ID tokens ([`oidc`], from the `--oidc-*` flags or the
+//! issuers of `--authentication-config`, [`authentication_config`]). `TokenReview` asks the same
 //! authenticators, with the audiences the review names.
 //!
 //! As upstream, a bearer token that no authenticator recognises is refused (401), not treated as
@@ -9,6 +10,7 @@
 //! that know nothing of audiences (all but ServiceAccount tokens) answer only when the audiences
 //! asked for include one of the API server's own, which they then report.
 
+pub mod authentication_config;
 pub mod bootstrap;
 pub mod oidc;
 pub mod token_file;
@@ -174,13 +176,16 @@ pub struct Options {
     pub token_auth_file: Option<PathBuf>,
     /// `--oidc-*`; `None` without `--oidc-issuer-url`.
     pub oidc: Option<oidc::Options>,
+    /// `--authentication-config`: JWT issuers (not with `--oidc-*`).
+    pub authentication_config: Option<PathBuf>,
 }
 
 /// [`Options`] read and checked.
 #[derive(Clone, Debug, Default)]
 pub struct Loaded {
     pub token_file: Option<Arc<token_file::TokenFile>>,
-    pub oidc: Option<oidc::Settings>,
+    /// One per JWT issuer.
+    pub oidc: Vec<oidc::Settings>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -189,6 +194,10 @@ pub enum ConfigError {
     TokenFile(#[from] token_file::TokenFileError),
     #[error(transparent)]
     Oidc(#[from] oidc::ConfigError),
+    #[error(transparent)]
+    AuthenticationConfig(#[from] authentication_config::AuthenticationConfigError),
+    #[error("--authentication-config and the --oidc-* flags are mutually exclusive")]
+    Exclusive,
 }
 
 impl Options {
@@ -198,9 +207,11 @@ impl Options {
             Some(path) => Some(Arc::new(token_file::TokenFile::load(path)?)),
             None => None,
         };
-        let oidc = match &self.oidc {
-            Some(o) => Some(o.settings()?),
-            None => None,
+        let oidc = match (&self.oidc, &self.authentication_config) {
+            (Some(_), Some(_)) => return Err(ConfigError::Exclusive),
+            (Some(o), None) => vec![o.settings()?],
+            (None, Some(path)) => authentication_config::load(path)?,
+            (None, None) => Vec::new(),
         };
         Ok(Loaded { token_file, oidc })
     }

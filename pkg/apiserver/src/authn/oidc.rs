@@ -14,7 +14,9 @@
 //!
 //! The user is the username claim after `--oidc-username-prefix` (by default the issuer URL and
 //! `#`, except for the `email` claim; `-` for none), in the groups after
-//! `--oidc-groups-prefix`.
+//! `--oidc-groups-prefix`. An issuer of `--authentication-config` ([`Settings`] from
+//! [`super::authentication_config`]) may also map claims with CEL expressions, name several
+//! audiences and check CEL rules on the claims and on the user.
 //!
 //! Keys are fetched in the background from the start (retried every 10 s until the issuer
 //! answers, as upstream's authenticator initialises asynchronously), refreshed every
@@ -102,19 +104,58 @@ pub enum ConfigError {
     Ca { path: PathBuf, message: String },
 }
 
-/// Checked OIDC settings, defaults resolved.
+/// How a user attribute comes from the claims: a claim (with a prefix, for names), or a CEL
+/// expression over `claims` (`--authentication-config`).
+#[derive(Clone, Debug)]
+pub enum Mapping {
+    Claim { claim: String, prefix: String },
+    Expression(k1s_cel::Program),
+}
+
+/// A check of the claims before they are mapped: a string claim's required value, or a CEL
+/// expression over `claims` that must be true (its message when it is not).
+#[derive(Clone, Debug)]
+pub enum ClaimRule {
+    Required { claim: String, value: String },
+    Expression { program: k1s_cel::Program, message: String },
+}
+
+/// One JWT issuer, checked, defaults resolved: from the `--oidc-*` flags or one `jwt` entry of
+/// `--authentication-config`.
 #[derive(Clone, Debug)]
 pub struct Settings {
     pub issuer_url: String,
-    pub client_id: String,
-    pub username_claim: String,
-    pub username_prefix: String,
-    pub groups_claim: Option<String>,
-    pub groups_prefix: String,
+    /// Where the discovery document is, when not under the issuer URL.
+    pub discovery_url: Option<String>,
+    /// A token must name one of these in `aud`.
+    pub audiences: Vec<String>,
+    pub username: Mapping,
+    pub groups: Option<Mapping>,
+    pub uid: Option<Mapping>,
+    /// `extra` keys and the CEL expressions of their values.
+    pub extra: Vec<(String, k1s_cel::Program)>,
+    pub claim_rules: Vec<ClaimRule>,
+    /// CEL expressions over `user` that must be true, with their messages.
+    pub user_rules: Vec<(k1s_cel::Program, String)>,
     /// PEM roots the issuer's certificate must chain to; `None`: the system's.
     pub ca_pem: Option<String>,
-    pub required_claims: Vec<(String, String)>,
     pub signing_algs: Vec<String>,
+}
+
+/// Every algorithm k1s verifies (what `--authentication-config` issuers may use).
+pub fn supported_algorithms() -> Vec<String> {
+    ALGORITHMS.iter().filter(|(_, ok)| *ok).map(|(a, _)| a.to_string()).collect()
+}
+
+/// PEM certificates, at least one, or why not.
+pub fn check_ca(pem: &str) -> Result<(), String> {
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("not PEM certificates: {e}"))?;
+    if certs.is_empty() {
+        return Err("holds no PEM certificate".into());
+    }
+    Ok(())
 }
 
 impl Options {
@@ -148,35 +189,38 @@ impl Options {
                 return Err(ConfigError::SigningAlg(alg.clone()));
             }
         }
+        let mut claim_rules = Vec::new();
         for (k, v) in &self.required_claims {
             if k.is_empty() {
                 return Err(ConfigError::RequiredClaim(format!("{k}={v}")));
             }
+            claim_rules.push(ClaimRule::Required { claim: k.clone(), value: v.clone() });
         }
         let ca_pem = match &self.ca_file {
             None => None,
             Some(path) => {
                 let pem = std::fs::read_to_string(path)
                     .map_err(|source| ConfigError::CaRead { path: path.clone(), source })?;
-                let certs: Vec<_> =
-                    CertificateDer::pem_slice_iter(pem.as_bytes()).collect::<Result<_, _>>().map_err(|e| {
-                        ConfigError::Ca { path: path.clone(), message: format!("not PEM certificates: {e}") }
-                    })?;
-                if certs.is_empty() {
-                    return Err(ConfigError::Ca { path: path.clone(), message: "holds no PEM certificate".into() });
-                }
+                check_ca(&pem).map_err(|message| ConfigError::Ca { path: path.clone(), message })?;
                 Some(pem)
             }
         };
+        let groups = self
+            .groups_claim
+            .clone()
+            .filter(|c| !c.is_empty())
+            .map(|claim| Mapping::Claim { claim, prefix: self.groups_prefix.clone().unwrap_or_default() });
         Ok(Settings {
             issuer_url: self.issuer_url.clone(),
-            client_id: self.client_id.clone(),
-            username_claim,
-            username_prefix,
-            groups_claim: self.groups_claim.clone().filter(|c| !c.is_empty()),
-            groups_prefix: self.groups_prefix.clone().unwrap_or_default(),
+            discovery_url: None,
+            audiences: vec![self.client_id.clone()],
+            username: Mapping::Claim { claim: username_claim, prefix: username_prefix },
+            groups,
+            uid: None,
+            extra: Vec::new(),
+            claim_rules,
+            user_rules: Vec::new(),
             ca_pem,
-            required_claims: self.required_claims.clone(),
             signing_algs,
         })
     }
@@ -300,8 +344,42 @@ fn seconds(claims: &Value, name: &str) -> Option<i64> {
     claims.get(name).and_then(|v| v.as_i64().or_else(|| v.as_f64().map(|f| f as i64)))
 }
 
+fn cel_claims(claims: &Value) -> k1s_cel::Activation {
+    let mut vars = k1s_cel::Activation::new();
+    vars.bind_json("claims", claims);
+    vars
+}
+
+/// A string claim (`Ok(None)` when absent).
+fn string_claim(claims: &Value, claim: &str, what: &str) -> Result<Option<String>, String> {
+    match claims.get(claim) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(format!("oidc: parse {what} claims {claim:?}: {other} is not a string")),
+    }
+}
+
+/// A string or a list of strings, from a claim or an expression's result.
+fn strings(value: &Value, what: &str) -> Result<Vec<String>, String> {
+    match value {
+        Value::Null => Ok(Vec::new()),
+        Value::String(s) => Ok(vec![s.clone()]),
+        Value::Array(a) => a
+            .iter()
+            .map(|g| g.as_str().map(str::to_string).ok_or_else(|| format!("oidc: parse {what}: {g} is not a string")))
+            .collect(),
+        other => Err(format!("oidc: parse {what}: {other} is neither a string nor a list of strings")),
+    }
+}
+
+fn eval_json(program: &k1s_cel::Program, vars: &k1s_cel::Activation, what: &str) -> Result<Value, String> {
+    program
+        .eval_json(vars, &mut k1s_cel::CostBudget::default())
+        .map_err(|e| format!("oidc: error evaluating {what} expression: {e}"))
+}
+
 /// The checks of the token's claims other than its signature, as go-oidc then upstream's
-/// authenticator make them; gives the user.
+/// authenticator make them (validation rules, mappings, user validation); gives the user.
 fn user_from_claims(s: &Settings, claims: &Value, now: i64) -> Result<UserInfo, String> {
     let iss = claims.get("iss").and_then(Value::as_str).unwrap_or_default();
     if iss != s.issuer_url {
@@ -312,8 +390,11 @@ fn user_from_claims(s: &Settings, claims: &Value, now: i64) -> Result<UserInfo, 
         Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
         _ => Vec::new(),
     };
-    if !audiences.contains(&s.client_id.as_str()) {
-        return Err(format!("oidc: expected audience {:?} got {audiences:?}", s.client_id));
+    if !s.audiences.iter().any(|a| audiences.contains(&a.as_str())) {
+        return Err(match &s.audiences[..] {
+            [one] => format!("oidc: expected audience {one:?} got {audiences:?}"),
+            many => format!("oidc: expected audience in {many:?} got {audiences:?}"),
+        });
     }
     let exp = seconds(claims, "exp").unwrap_or(0);
     if exp < now {
@@ -328,55 +409,99 @@ fn user_from_claims(s: &Settings, claims: &Value, now: i64) -> Result<UserInfo, 
             ));
         }
     }
-    let claim = &s.username_claim;
-    let username = match claims.get(claim) {
-        None => return Err(format!("oidc: parse username claims {claim:?}: claim not present")),
-        Some(Value::String(u)) => u.clone(),
-        Some(other) => return Err(format!("oidc: parse username claims {claim:?}: {other} is not a string")),
-    };
-    if claim == "email" {
-        match claims.get("email_verified") {
-            None | Some(Value::Bool(true)) => {}
-            Some(Value::Bool(false)) => return Err("oidc: email not verified".into()),
-            Some(other) => return Err(format!("oidc: parse 'email_verified' claim: {other} is not a boolean")),
-        }
-    }
-    let mut groups = Vec::new();
-    if let Some(gc) = &s.groups_claim {
-        match claims.get(gc) {
-            None => {}
-            Some(Value::String(g)) => groups.push(g.clone()),
-            Some(Value::Array(a)) => {
-                for g in a {
-                    match g.as_str() {
-                        Some(g) => groups.push(g.to_string()),
-                        None => return Err(format!("oidc: parse groups claim {gc:?}: {g} is not a string")),
-                    }
+    let uses_cel = matches!(s.username, Mapping::Expression(_))
+        || matches!(s.groups, Some(Mapping::Expression(_)))
+        || matches!(s.uid, Some(Mapping::Expression(_)))
+        || !s.extra.is_empty()
+        || s.claim_rules.iter().any(|r| matches!(r, ClaimRule::Expression { .. }));
+    let vars = if uses_cel { cel_claims(claims) } else { k1s_cel::Activation::new() };
+    for rule in &s.claim_rules {
+        match rule {
+            ClaimRule::Required { claim, value } => match claims.get(claim) {
+                None => return Err(format!("oidc: required claim {claim} not present in ID token")),
+                Some(Value::String(got)) if got == value => {}
+                Some(Value::String(got)) => {
+                    return Err(format!(
+                        "oidc: required claim {claim} value does not match. Got = {got}, want = {value}"
+                    ))
+                }
+                Some(other) => return Err(format!("oidc: parse claim {claim}: {other} is not a string")),
+            },
+            ClaimRule::Expression { program, message } => {
+                let ok = program
+                    .eval_bool(&vars, &mut k1s_cel::CostBudget::default())
+                    .map_err(|e| format!("oidc: error evaluating claim validation expression: {e}"))?;
+                if !ok {
+                    return Err(format!("oidc: error evaluating claim validation expression: {message}"));
                 }
             }
-            Some(other) => {
-                return Err(format!(
-                    "oidc: parse groups claim {gc:?}: {other} is neither a string nor a list of strings"
-                ))
+        }
+    }
+    let username = match &s.username {
+        Mapping::Claim { claim, prefix } => {
+            let Some(name) = string_claim(claims, claim, "username")? else {
+                return Err(format!("oidc: parse username claims {claim:?}: claim not present"));
+            };
+            if claim == "email" {
+                match claims.get("email_verified") {
+                    None | Some(Value::Bool(true)) => {}
+                    Some(Value::Bool(false)) => return Err("oidc: email not verified".into()),
+                    Some(other) => return Err(format!("oidc: parse 'email_verified' claim: {other} is not a boolean")),
+                }
+            }
+            format!("{prefix}{name}")
+        }
+        Mapping::Expression(p) => match eval_json(p, &vars, "username")? {
+            Value::String(name) if !name.is_empty() => name,
+            Value::String(_) => return Err("oidc: empty username via CEL expression is not allowed".into()),
+            other => return Err(format!("oidc: error evaluating username expression: {other} is not a string")),
+        },
+    };
+    if username.is_empty() {
+        return Err("oidc: empty username is not allowed".into());
+    }
+    let groups = match &s.groups {
+        None => Vec::new(),
+        Some(Mapping::Claim { claim, prefix }) => {
+            strings(claims.get(claim).unwrap_or(&Value::Null), &format!("groups claim {claim:?}"))?
+                .into_iter()
+                .map(|g| format!("{prefix}{g}"))
+                .collect()
+        }
+        Some(Mapping::Expression(p)) => strings(&eval_json(p, &vars, "groups")?, "groups expression")?,
+    };
+    let uid = match &s.uid {
+        None => String::new(),
+        Some(Mapping::Claim { claim, .. }) => string_claim(claims, claim, "uid")?.unwrap_or_default(),
+        Some(Mapping::Expression(p)) => match eval_json(p, &vars, "uid")? {
+            Value::String(u) => u,
+            other => return Err(format!("oidc: error evaluating uid expression: {other} is not a string")),
+        },
+    };
+    let mut extra = std::collections::BTreeMap::new();
+    for (key, p) in &s.extra {
+        let values = strings(&eval_json(p, &vars, "extra")?, "extra mapping expression")?;
+        if !values.is_empty() {
+            extra.insert(key.clone(), values);
+        }
+    }
+    let user = UserInfo { name: username, uid, groups, extra };
+    if !s.user_rules.is_empty() {
+        let mut vars = k1s_cel::Activation::new();
+        vars.bind_json(
+            "user",
+            &serde_json::json!({"username": user.name, "uid": user.uid, "groups": user.groups, "extra": user.extra}),
+        );
+        for (p, message) in &s.user_rules {
+            let ok = p
+                .eval_bool(&vars, &mut k1s_cel::CostBudget::default())
+                .map_err(|e| format!("oidc: error evaluating user info validation rule: {e}"))?;
+            if !ok {
+                return Err(format!("oidc: error evaluating user info validation rule: {message}"));
             }
         }
     }
-    for (k, want) in &s.required_claims {
-        match claims.get(k) {
-            None => return Err(format!("oidc: required claim {k} not present in ID token")),
-            Some(Value::String(got)) if got == want => {}
-            Some(Value::String(got)) => {
-                return Err(format!("oidc: required claim {k} value does not match. Got = {got}, want = {want}"))
-            }
-            Some(other) => return Err(format!("oidc: parse claim {k}: {other} is not a string")),
-        }
-    }
-    Ok(UserInfo {
-        name: format!("{}{username}", s.username_prefix),
-        uid: String::new(),
-        groups: groups.into_iter().map(|g| format!("{}{g}", s.groups_prefix)).collect(),
-        extra: Default::default(),
-    })
+    Ok(user)
 }
 
 /// The issuer's keys as last fetched.
@@ -598,9 +723,14 @@ async fn get_json(tls: &Arc<rustls::ClientConfig>, url: &str) -> Result<Value, S
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The user the claims map to (for the structured configuration's tests).
+    pub(crate) fn user(s: &Settings, claims: &Value, now: i64) -> Result<UserInfo, String> {
+        user_from_claims(s, claims, now)
+    }
 
     const ISSUER: &str = "https://issuer.example";
 
@@ -610,16 +740,24 @@ mod tests {
 
     #[test]
     fn upstreams_defaults_and_checks_of_the_flags() {
+        let username = |o: Options| match o.settings().expect("valid").username {
+            Mapping::Claim { claim, prefix } => (claim, prefix),
+            Mapping::Expression(_) => panic!("a claim"),
+        };
         let s = options().settings().expect("valid");
-        assert_eq!(s.username_claim, "sub");
-        assert_eq!(s.username_prefix, "https://issuer.example#", "non-email claims are prefixed with the issuer");
+        assert_eq!(s.audiences, ["k1s"]);
         assert_eq!(s.signing_algs, ["RS256"]);
-        let email = Options { username_claim: Some("email".into()), ..options() }.settings().expect("valid");
-        assert_eq!(email.username_prefix, "");
-        let none = Options { username_prefix: Some("-".into()), ..options() }.settings().expect("valid");
-        assert_eq!(none.username_prefix, "");
-        let mine = Options { username_prefix: Some("oidc:".into()), ..options() }.settings().expect("valid");
-        assert_eq!(mine.username_prefix, "oidc:");
+        assert_eq!(
+            username(options()),
+            ("sub".into(), "https://issuer.example#".into()),
+            "non-email claims are prefixed with the issuer"
+        );
+        assert_eq!(
+            username(Options { username_claim: Some("email".into()), ..options() }),
+            ("email".into(), "".into())
+        );
+        assert_eq!(username(Options { username_prefix: Some("-".into()), ..options() }).1, "");
+        assert_eq!(username(Options { username_prefix: Some("oidc:".into()), ..options() }).1, "oidc:");
         let err = |o: Options| o.settings().expect_err("invalid").to_string();
         assert_eq!(
             err(Options { issuer_url: "http://issuer.example".into(), ..options() }),
