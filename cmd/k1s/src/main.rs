@@ -199,6 +199,45 @@ struct ServerArgs {
     /// (db) Restore the store from this snapshot file, then exit (start k1s again afterwards).
     #[arg(long, env = "K1S_CLUSTER_RESET_RESTORE_PATH")]
     cluster_reset_restore_path: Option<PathBuf>,
+    /// (auth) Static bearer tokens: a CSV file of token,user,uid and optionally
+    /// "group1,group2" per line (kube-apiserver's format), read at start.
+    #[arg(long, env = "K1S_TOKEN_AUTH_FILE")]
+    token_auth_file: Option<PathBuf>,
+    /// (auth) An AuthenticationConfiguration file (apiserver.config.k8s.io/v1): JWT issuers with
+    /// claim mappings and validation rules; not with the --oidc-* flags.
+    #[arg(long, env = "K1S_AUTHENTICATION_CONFIG")]
+    authentication_config: Option<PathBuf>,
+    /// (auth) Accept OpenID Connect ID tokens of this issuer (https); its discovery document
+    /// names the keys.
+    #[arg(long, env = "K1S_OIDC_ISSUER_URL")]
+    oidc_issuer_url: Option<String>,
+    /// (auth) The client ID ID tokens must be issued for (their `aud`); required with
+    /// --oidc-issuer-url.
+    #[arg(long, env = "K1S_OIDC_CLIENT_ID")]
+    oidc_client_id: Option<String>,
+    /// (auth) The ID token claim naming the user.
+    #[arg(long, env = "K1S_OIDC_USERNAME_CLAIM", default_value = "sub")]
+    oidc_username_claim: String,
+    /// (auth) Prepended to OIDC usernames; default: the issuer URL and '#' (none for the email
+    /// claim); '-' for none.
+    #[arg(long, env = "K1S_OIDC_USERNAME_PREFIX", allow_hyphen_values = true)]
+    oidc_username_prefix: Option<String>,
+    /// (auth) The ID token claim listing the user's groups (a string or a list of strings).
+    #[arg(long, env = "K1S_OIDC_GROUPS_CLAIM")]
+    oidc_groups_claim: Option<String>,
+    /// (auth) Prepended to OIDC group names.
+    #[arg(long, env = "K1S_OIDC_GROUPS_PREFIX")]
+    oidc_groups_prefix: Option<String>,
+    /// (auth) CA bundle the OIDC issuer's certificate must chain to (default: the system's).
+    #[arg(long, env = "K1S_OIDC_CA_FILE")]
+    oidc_ca_file: Option<PathBuf>,
+    /// (auth) A claim=value every ID token must hold (repeatable, or comma-separated).
+    #[arg(long, env = "K1S_OIDC_REQUIRED_CLAIM", value_delimiter = ',')]
+    oidc_required_claim: Vec<String>,
+    /// (auth) Signing algorithms ID tokens may use (RS256, RS384, RS512, ES256, ES384, PS256,
+    /// PS384, PS512).
+    #[arg(long, env = "K1S_OIDC_SIGNING_ALGS", value_delimiter = ',', default_value = "RS256")]
+    oidc_signing_algs: Vec<String>,
     /// (logging) Turn on debug logs.
     #[arg(long, env = "K1S_DEBUG")]
     debug: bool,
@@ -237,6 +276,7 @@ fn parse_log_max_size(s: &str) -> std::result::Result<String, String> {
 }
 
 fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
+    let authentication = authentication_options(&a)?;
     let mode = u32::from_str_radix(a.write_kubeconfig_mode.trim_start_matches("0o"), 8)
         .with_context(|| format!("--write-kubeconfig-mode {:?} is not an octal file mode", a.write_kubeconfig_mode))?;
     if mode > 0o777 {
@@ -299,6 +339,7 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
         }
     })?;
     Ok(k1s_server::Config {
+        authentication,
         data_dir: a.data_dir,
         write_kubeconfig: a.write_kubeconfig,
         write_kubeconfig_mode: mode,
@@ -344,6 +385,55 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
         datastore,
         token,
         join_server: a.server,
+    })
+}
+
+/// `--token-auth-file` and `--oidc-*`: OIDC flags without an issuer, or a required claim that is
+/// not `claim=value`, are refused here; the rest is checked when the server starts.
+fn authentication_options(a: &ServerArgs) -> Result<k1s_server::authn::Options> {
+    if a.authentication_config.is_some() && a.oidc_issuer_url.is_some() {
+        bail!("--authentication-config and the --oidc-* flags are mutually exclusive");
+    }
+    let oidc = match &a.oidc_issuer_url {
+        None => {
+            let given = [
+                ("--oidc-client-id", a.oidc_client_id.is_some()),
+                ("--oidc-username-prefix", a.oidc_username_prefix.is_some()),
+                ("--oidc-groups-claim", a.oidc_groups_claim.is_some()),
+                ("--oidc-groups-prefix", a.oidc_groups_prefix.is_some()),
+                ("--oidc-ca-file", a.oidc_ca_file.is_some()),
+                ("--oidc-required-claim", !a.oidc_required_claim.is_empty()),
+            ];
+            if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
+                bail!("{flag} needs --oidc-issuer-url");
+            }
+            None
+        }
+        Some(issuer) => {
+            let mut required_claims = Vec::new();
+            for c in a.oidc_required_claim.iter().filter(|c| !c.is_empty()) {
+                let Some((k, v)) = c.split_once('=') else {
+                    bail!("--oidc-required-claim {c:?}: expected claim=value");
+                };
+                required_claims.push((k.to_string(), v.to_string()));
+            }
+            Some(k1s_server::authn::oidc::Options {
+                issuer_url: issuer.clone(),
+                client_id: a.oidc_client_id.clone().unwrap_or_default(),
+                username_claim: Some(a.oidc_username_claim.clone()),
+                username_prefix: a.oidc_username_prefix.clone(),
+                groups_claim: a.oidc_groups_claim.clone(),
+                groups_prefix: a.oidc_groups_prefix.clone(),
+                ca_file: a.oidc_ca_file.clone(),
+                required_claims,
+                signing_algs: a.oidc_signing_algs.iter().filter(|s| !s.is_empty()).cloned().collect(),
+            })
+        }
+    };
+    Ok(k1s_server::authn::Options {
+        token_auth_file: a.token_auth_file.clone(),
+        oidc,
+        authentication_config: a.authentication_config.clone(),
     })
 }
 
@@ -463,6 +553,39 @@ mod tests {
         assert_eq!(cfg.disable.controllers(), vec!["cronjob".to_owned()]);
         let err = args("--disable=traefik").expect_err("unknown name").to_string();
         assert!(err.starts_with("--disable: unknown component \"traefik\""), "{err}");
+    }
+
+    #[test]
+    fn oidc_flags_need_the_issuer_and_required_claims_are_claim_value_pairs() {
+        let args = |flags: &[&str]| {
+            let argv = ["k1s", "server"].iter().chain(flags).copied();
+            let cli = Cli::try_parse_from(argv).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let Command::Server(a) = cli.command else { panic!("not server") };
+            server_config(*a)
+        };
+        let cfg = args(&[]).expect("defaults");
+        assert!(cfg.authentication.oidc.is_none() && cfg.authentication.token_auth_file.is_none());
+        let cfg = args(&[
+            "--oidc-issuer-url=https://issuer.example",
+            "--oidc-client-id=k1s",
+            "--oidc-required-claim=hd=example.com,team=a=b",
+            "--oidc-username-prefix=-",
+            "--token-auth-file=/etc/k1s/tokens.csv",
+        ])
+        .expect("valid");
+        let oidc = cfg.authentication.oidc.expect("oidc");
+        assert_eq!(oidc.username_claim.as_deref(), Some("sub"));
+        assert_eq!(oidc.username_prefix.as_deref(), Some("-"));
+        assert_eq!(oidc.signing_algs, ["RS256"]);
+        assert_eq!(
+            oidc.required_claims,
+            [("hd".to_string(), "example.com".to_string()), ("team".to_string(), "a=b".to_string())]
+        );
+        assert_eq!(cfg.authentication.token_auth_file.as_deref(), Some(std::path::Path::new("/etc/k1s/tokens.csv")));
+        let err = args(&["--oidc-groups-claim=groups"]).expect_err("no issuer").to_string();
+        assert_eq!(err, "--oidc-groups-claim needs --oidc-issuer-url");
+        let err = args(&["--oidc-issuer-url=https://i", "--oidc-required-claim=hd"]).expect_err("no value").to_string();
+        assert_eq!(err, "--oidc-required-claim \"hd\": expected claim=value");
     }
 
     #[test]

@@ -29,6 +29,9 @@ pub trait Strategy: ObjectHooks + 'static {
     /// False only for strategies that keep the no-op `prepare_for_create` and
     /// `prepare_for_update`: the adapter then skips their decode/encode round trip.
     const PREPARES: bool = true;
+    /// True only for strategies with a [`Strategy::prepare_for_subresource_update`]: the
+    /// others' subresource writes (a pod's status) skip the decode/encode round trip.
+    const PREPARES_SUBRESOURCES: bool = false;
 
     fn name_rule(&self) -> NameRule {
         NameRule::Subdomain
@@ -37,8 +40,16 @@ pub trait Strategy: ObjectHooks + 'static {
     fn set_defaults(&self, _obj: &mut Self::Object) {}
     /// Create-time preparation (e.g. clear `status`), after defaulting and mutating admission.
     fn prepare_for_create(&self, _obj: &mut Self::Object) {}
+    /// Create-time fields taken from the user making the request, after
+    /// [`Self::prepare_for_create`] (upstream's strategies read the user from the request's
+    /// context: a CertificateSigningRequest's `spec.username`, `uid`, `groups` and `extra`).
+    fn set_requester(&self, _obj: &mut Self::Object, _requester: &Requester<'_>) {}
     /// Update-time preparation: `new` may take fields from `old` the user cannot change here.
     fn prepare_for_update(&self, _new: &mut Self::Object, _old: &Self::Object) {}
+    /// Preparation of an update through `subresource`, after the registry kept only the field
+    /// the subresource owns (upstream gives such endpoints strategies of their own, e.g. a
+    /// CertificateSigningRequest's `status` and `approval`).
+    fn prepare_for_subresource_update(&self, _subresource: &str, _new: &mut Self::Object, _old: &Self::Object) {}
     /// Kind-specific validation on create.
     fn validate(&self, _obj: &Self::Object) -> Vec<FieldError> {
         Vec::new()
@@ -115,6 +126,15 @@ pub trait ObjectHooks: Send + Sync {
     }
 }
 
+/// The user a write is made by, as strategies that record it see it.
+#[derive(Clone, Copy, Debug)]
+pub struct Requester<'a> {
+    pub name: &'a str,
+    pub uid: &'a str,
+    pub groups: &'a [String],
+    pub extra: &'a std::collections::BTreeMap<String, Vec<String>>,
+}
+
 /// A body that did not decode into the kind's type: a 400 BadRequest.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -143,7 +163,21 @@ pub trait DynStrategy: ObjectHooks {
     /// an object that does not decode is handed back with the error.
     fn normalize(&self, obj: Value) -> Result<Normalized, Undecodable>;
     fn prepare_for_create(&self, obj: &mut Value) -> Result<(), DecodeError>;
+    /// [`DynStrategy::prepare_for_create`] for a create made by `requester`; by default the
+    /// user does not matter.
+    fn prepare_for_create_by(&self, obj: &mut Value, _requester: &Requester<'_>) -> Result<(), DecodeError> {
+        self.prepare_for_create(obj)
+    }
     fn prepare_for_update(&self, new: &mut Value, old: &Value) -> Result<(), DecodeError>;
+    /// Prepares an update made through `subresource`; by default nothing to do.
+    fn prepare_for_subresource_update(
+        &self,
+        _subresource: &str,
+        _new: &mut Value,
+        _old: &Value,
+    ) -> Result<(), DecodeError> {
+        Ok(())
+    }
     fn validate(&self, obj: &Value, old: Option<&Value>) -> Result<Vec<FieldError>, DecodeError>;
     /// As [`DynStrategy::validate`], adding to `warnings` what is reported but not enforced
     /// (custom resources: the errors ratcheted on update); by default, nothing.
@@ -230,6 +264,17 @@ impl<S: Strategy> DynStrategy for Typed<S> {
         Ok(())
     }
 
+    fn prepare_for_create_by(&self, obj: &mut Value, requester: &Requester<'_>) -> Result<(), DecodeError> {
+        if !S::PREPARES {
+            return Ok(());
+        }
+        let mut typed: S::Object = decode(obj)?;
+        self.0.prepare_for_create(&mut typed);
+        self.0.set_requester(&mut typed, requester);
+        *obj = encode(&self.0, &typed)?;
+        Ok(())
+    }
+
     fn prepare_for_update(&self, new: &mut Value, old: &Value) -> Result<(), DecodeError> {
         if !S::PREPARES {
             return Ok(());
@@ -237,6 +282,22 @@ impl<S: Strategy> DynStrategy for Typed<S> {
         let mut typed: S::Object = decode(new)?;
         let old: S::Object = decode(old)?;
         self.0.prepare_for_update(&mut typed, &old);
+        *new = encode(&self.0, &typed)?;
+        Ok(())
+    }
+
+    fn prepare_for_subresource_update(
+        &self,
+        subresource: &str,
+        new: &mut Value,
+        old: &Value,
+    ) -> Result<(), DecodeError> {
+        if !S::PREPARES_SUBRESOURCES {
+            return Ok(());
+        }
+        let mut typed: S::Object = decode(new)?;
+        let old: S::Object = decode(old)?;
+        self.0.prepare_for_subresource_update(subresource, &mut typed, &old);
         *new = encode(&self.0, &typed)?;
         Ok(())
     }

@@ -60,7 +60,8 @@ async fn authenticated(
     info: &RequestInfo,
 ) -> Response<Body> {
     let auth_header = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).map(str::to_string);
-    let user = match state.authn.authenticate(&Credentials { peer, authorization_header: auth_header.as_deref() }) {
+    let user = match state.authn.authenticate(&Credentials { peer, authorization_header: auth_header.as_deref() }).await
+    {
         Ok(Some(u)) => u,
         Ok(None) => UserInfo::anonymous(),
         Err(e) => {

@@ -12,6 +12,8 @@ pub mod admission;
 mod admission_cache;
 pub mod aggregator;
 pub mod auth;
+pub mod authn;
+mod certificate_admission;
 mod crd_catalog;
 mod custom_resources;
 mod discovery;
@@ -87,6 +89,9 @@ pub struct Config {
     pub pod_security: pod_security::Config,
     /// What servers joining this one's cluster are handed; `None` refuses them.
     pub join: Option<JoinEndpoint>,
+    /// Bearer token authentication besides ServiceAccount tokens: the token file and OIDC
+    /// (bootstrap tokens are always on).
+    pub authentication: authn::Loaded,
 }
 
 /// A running API server.
@@ -138,6 +143,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
             Box::new(limit_ranger),
             Box::new(pod_security::PodSecurity::new(config.store.clone(), config.pod_security.clone())),
             Box::new(rbac::EscalationCheck { rbac: rbac.clone(), authz: authz.clone() }),
+            Box::new(certificate_admission::CertificateAdmission { authz: authz.clone() }),
             Box::new(policy::ValidatingAdmissionPolicy(policies.clone())),
             Box::new(webhooks::ValidatingWebhooks(hooks.clone())),
             // Last, as upstream's: it writes the creates it admits with their charge.
@@ -168,12 +174,33 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     registry.custom.refresh(&registry.store);
     let aggregator = aggregator::Aggregator::new(config.store.clone(), config.front_proxy.as_ref())
         .map_err(|e| ServeError::Tls { what: "front proxy client", message: e.to_string() })?;
+    // Bearer tokens in upstream's order: the token file, ServiceAccount tokens, bootstrap tokens,
+    // OIDC. Only ServiceAccount tokens know audiences.
+    let api_audiences = tokens.api_audiences.clone();
+    let mut token_authenticators: Vec<Box<dyn authn::Token>> = Vec::new();
+    if let Some(file) = &config.authentication.token_file {
+        token_authenticators
+            .push(Box::new(authn::AudienceAgnostic { api_audiences: api_audiences.clone(), inner: file.clone() }));
+    }
+    token_authenticators.push(Box::new(serviceaccount::TokenAuthenticator { tokens: tokens.clone(), objects }));
+    token_authenticators.push(Box::new(authn::AudienceAgnostic {
+        api_audiences: api_audiences.clone(),
+        inner: authn::bootstrap::BootstrapTokens::new(config.store.clone()),
+    }));
+    let mut oidc = Vec::new();
+    for settings in &config.authentication.oidc {
+        let o = Arc::new(
+            authn::oidc::Oidc::new(settings.clone())
+                .map_err(|e| ServeError::Config(format!("OIDC issuer {}: {e}", settings.issuer_url)))?,
+        );
+        token_authenticators
+            .push(Box::new(authn::AudienceAgnostic { api_audiences: api_audiences.clone(), inner: o.clone() }));
+        oidc.push(o);
+    }
+    let token_authenticators = authn::Tokens { authenticators: token_authenticators, api_audiences };
     let state = Arc::new(endpoints::State {
         registry: registry.clone(),
-        authn: Box::new(auth::UnionAuthenticator(vec![
-            Box::new(auth::X509Authenticator),
-            Box::new(serviceaccount::TokenAuthenticator { tokens: tokens.clone(), objects }),
-        ])),
+        authn: authn::RequestAuthenticator { x509: auth::X509Authenticator, tokens: token_authenticators },
         authz: Box::new(authz),
         server_address: config.advertise.clone().unwrap_or_else(|| local_addr.to_string()),
         cancel: cancel.clone(),
@@ -194,6 +221,9 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     let mut tasks = tasks::Tasks::default();
     tasks.spawn("serving", server::serve(listener, tls, state.clone(), cancel.clone()));
     tasks.spawn("the service address repair", allocator.run_repair(cancel.clone()));
+    for o in oidc {
+        tasks.spawn("an OIDC issuer's key refresher", o.run(cancel.clone()));
+    }
     tasks.spawn("the admission webhook configuration watcher", hooks.run(cancel.clone()));
     tasks.spawn("the ValidatingAdmissionPolicy watcher", policies.clone().run(cancel.clone()));
     tasks.spawn(

@@ -10,11 +10,9 @@ use crate::error::ApiError;
 use crate::rbac::RbacAuthorizer;
 use crate::registry::{Ctx, FieldValidation, Registry};
 use crate::request::{RequestInfo, RequestSubresource, RequestVerb};
-use crate::serviceaccount::Tokens;
 use http::{Method, Request, Response, StatusCode};
 use k1s_api::ResourceInfo;
 use serde_json::{json, Value};
-use std::sync::Arc;
 
 fn review_info(attrs: &Value) -> RequestInfo {
     let ns = attrs.get("namespace").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
@@ -91,12 +89,12 @@ fn user_info_json(user: &UserInfo) -> Value {
     u
 }
 
-/// What the computed kinds read: the store, the authorizers and the token issuer.
+/// What the computed kinds read: the store, the authorizers and the authenticators.
 pub(crate) struct Deps<'a> {
     pub registry: &'a Registry,
     pub authz: &'a dyn Authorizer,
     pub rbac: &'a RbacAuthorizer,
-    pub tokens: &'a Arc<Tokens>,
+    pub authn: &'a crate::authn::RequestAuthenticator,
 }
 
 pub(crate) async fn handle(
@@ -222,22 +220,15 @@ pub(crate) async fn handle(
                 .and_then(Value::as_array)
                 .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
                 .unwrap_or_default();
-            let audiences = if requested.is_empty() { deps.tokens.api_audiences.clone() } else { requested };
-            let reviewer = crate::serviceaccount::TokenAuthenticator {
-                tokens: deps.tokens.clone(),
-                objects: Arc::new(crate::serviceaccount::StoreObjects(deps.registry.store.clone())),
-            };
-            obj["status"] = match reviewer.review(token, &audiences) {
-                Ok(u) => {
-                    let token_auds: Vec<String> = crate::serviceaccount::jwt::unverified_claims(token)
-                        .and_then(|c| serde_json::from_value::<crate::serviceaccount::claims::Claims>(c).ok())
-                        .map(|c| c.aud.into_iter().filter(|a| audiences.contains(a)).collect())
-                        .unwrap_or_default();
-                    json!({"authenticated": true, "user": user_info_json(&u), "audiences": token_auds})
-                }
-                Err(e) => {
-                    tracing::debug!(error = %e, "token review: invalid token");
-                    json!({"authenticated": false, "error": "[invalid bearer token, token lookup failed]"})
+            // Every bearer token authenticator answers, for the audiences asked for (the API
+            // server's own when none are).
+            let tokens = &deps.authn.tokens;
+            let audiences = if requested.is_empty() { tokens.api_audiences.clone() } else { requested };
+            obj["status"] = match tokens.review(token, &audiences).await {
+                Ok(r) => json!({"authenticated": true, "user": user_info_json(&r.user), "audiences": r.audiences}),
+                Err(refused) => {
+                    tracing::debug!(error = %refused, "token review: invalid token");
+                    json!({"authenticated": false, "error": refused.to_string()})
                 }
             };
         }

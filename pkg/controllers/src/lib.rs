@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+pub mod certificates;
 pub mod clusterrole_aggregation;
 pub mod core;
 pub mod cronjob;
@@ -33,12 +34,15 @@ pub struct Context {
     pub cancel: CancellationToken,
     /// PEM of the cluster CA, published as `kube-root-ca.crt` in every namespace.
     pub root_ca_pem: String,
+    /// The CA the CSR signers sign approved requests with (upstream's
+    /// `--cluster-signing-cert-file` and key); `None`: no signing.
+    pub cluster_signing: Option<k1s_pki::CertPair>,
 }
 
 type Start = fn(Arc<Context>) -> futures::future::BoxFuture<'static, ()>;
 
 /// Every controller by the name `--disable` knows it by (upstream's `--controllers` names).
-fn all() -> [(&'static str, Start); 16] {
+fn all() -> [(&'static str, Start); 18] {
     [
         ("namespace", |c| Box::pin(namespace::run(c))),
         ("serviceaccount", |c| Box::pin(service_account::run(c))),
@@ -56,6 +60,8 @@ fn all() -> [(&'static str, Start); 16] {
         ("clusterrole-aggregation", |c| Box::pin(clusterrole_aggregation::run(c))),
         ("persistentvolume-binder", |c| Box::pin(persistent_volume::run(c))),
         ("resourcequota", |c| Box::pin(resource_quota::run(c))),
+        ("csrsigning", |c| Box::pin(certificates::signer::run(c))),
+        ("csrcleaner", |c| Box::pin(certificates::cleaner::run(c))),
     ]
 }
 

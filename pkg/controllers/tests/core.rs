@@ -154,6 +154,7 @@ impl Controllers {
             recorder: k1s_runtime::events::Recorder::new(client.clone(), "core-test", None),
             cancel: cancel.clone(),
             root_ca_pem,
+            cluster_signing: None,
         });
         let tasks = vec![
             ("namespace", tokio::spawn(namespace::run(ctx.clone()))),

@@ -202,6 +202,7 @@ async fn workload_controllers_against_a_real_server() {
         recorder: k1s_runtime::events::Recorder::new(client.clone(), "workloads-test", None),
         cancel: cancel.clone(),
         root_ca_pem: String::new(),
+        cluster_signing: None,
     });
     let controllers = tokio::spawn({
         let ctx = ctx.clone();

@@ -1,5 +1,6 @@
 //! k1s-pki: the cluster's certificate authority, the API server's serving certificate, client
-//! certificates for the admin and for every built-in component, and kubeconfig rendering.
+//! certificates for the admin and for every built-in component, certificates for
+//! CertificateSigningRequests ([`csr`]), and kubeconfig rendering.
 //!
 //! Everything is kept under `<data-dir>/server/tls` and reused on restart; the serving
 //! certificate is re-issued when the requested SANs change. Leaf certificates last
@@ -8,6 +9,7 @@
 //! store.
 
 mod client_cert;
+pub mod csr;
 mod inventory;
 mod serving;
 

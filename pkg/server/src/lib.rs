@@ -19,6 +19,8 @@ pub mod snapshot;
 pub mod systemd;
 
 pub use components::{Component, Disabled, UnknownComponent};
+/// Authentication options (`--token-auth-file`, `--oidc-*`).
+pub use k1s_apiserver::authn;
 pub use k1s_kubelet::logs::rotation::{
     parse_max_size as parse_container_log_max_size, PolicyError as ContainerLogPolicyError,
     RotationPolicy as ContainerLogRotation,
@@ -86,6 +88,9 @@ pub struct Config {
     /// For tests only: leaf certificates last this long (and are renewed with a quarter of it
     /// left) instead of a year.
     pub test_cert_validity: Option<Duration>,
+    /// Bearer token authentication besides ServiceAccount and bootstrap tokens: the static token
+    /// file and OIDC.
+    pub authentication: authn::Options,
 }
 
 /// The store behind the API server.
@@ -137,6 +142,8 @@ pub enum ServerError {
     Proxy(#[source] k1s_proxy::ConfigError),
     #[error("starting the node agent")]
     Agent(#[from] agent::AgentError),
+    #[error("loading the authentication configuration")]
+    Authentication(#[source] k1s_apiserver::authn::ConfigError),
     #[error("loading the PodSecurity admission configuration: {0}")]
     PodSecurity(k1s_apiserver::pod_security::ConfigError),
     #[error("loading the API serving certificate")]
@@ -250,6 +257,8 @@ pub fn default_node_name() -> String {
 
 /// Runs k1s until `cancel` fires.
 pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), ServerError> {
+    // A token file or OIDC setting that does not hold stops the start before anything runs.
+    let authentication = config.authentication.load().map_err(ServerError::Authentication)?;
     // Pings from the start: containerd and the node can take a while to come up.
     let watchdog = systemd::spawn_watchdog(cancel.clone());
     systemd::status("checking the host");
@@ -432,6 +441,7 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
             }),
             pod_security,
             join: Some(join_endpoint),
+            authentication,
         },
         api_cancel.clone(),
     )
@@ -639,6 +649,8 @@ async fn start_components(
         .await?;
         let off = config.disable.controllers();
         let root_ca_pem = pki.ca.cert_pem.clone();
+        // The API server trusts client certificates of this CA: it signs approved requests.
+        let cluster_signing = pki.ca.clone();
         let election = k1s_runtime::leader::LeaderElection::new("kube-controller-manager", identity);
         let controllers = election.run(client.clone(), cancel.clone(), move |leading| {
             let ctx = std::sync::Arc::new(k1s_controllers::Context {
@@ -646,6 +658,7 @@ async fn start_components(
                 client: client.clone(),
                 cancel: leading,
                 root_ca_pem: root_ca_pem.clone(),
+                cluster_signing: Some(cluster_signing.clone()),
             });
             let off = off.clone();
             async move { k1s_controllers::run(ctx, &off).await }

@@ -12,7 +12,7 @@ pub(crate) mod resource;
 
 pub use body::Body;
 
-use crate::auth::{Authenticator, Authorizer};
+use crate::auth::Authorizer;
 use crate::registry::Registry;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -22,7 +22,8 @@ use tokio_util::sync::CancellationToken;
 /// What the server answers with.
 pub struct State {
     pub registry: Arc<Registry>,
-    pub authn: Box<dyn Authenticator>,
+    /// Client certificates, then bearer tokens.
+    pub authn: crate::authn::RequestAuthenticator,
     pub authz: Box<dyn Authorizer>,
     /// `host:port` clients use, for discovery's serverAddressByClientCIDRs.
     pub server_address: String,

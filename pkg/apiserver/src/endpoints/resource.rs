@@ -58,7 +58,7 @@ pub(crate) async fn serve(
                 registry: reg,
                 authz: &*state.authz,
                 rbac: &state.rbac,
-                tokens: &state.tokens,
+                authn: &state.authn,
             };
             return crate::virtual_resources::handle(deps, req, res, verb, namespace, name, user).await;
         }

@@ -107,7 +107,13 @@ impl Registry {
         ctx.warnings.extend(attrs.take_warnings());
         admitted?;
         keep_valid_managed_fields(obj, recorded);
-        info.strategy.prepare_for_create(obj).map_err(|e| ApiError::bad_request(e.0))?;
+        let requester = k1s_api::strategy::Requester {
+            name: &ctx.user.name,
+            uid: &ctx.user.uid,
+            groups: &ctx.user.groups,
+            extra: &ctx.user.extra,
+        };
+        info.strategy.prepare_for_create_by(obj, &requester).map_err(|e| ApiError::bad_request(e.0))?;
         self.validate(ctx, obj, None)?;
         let name = object::name(obj).to_string();
         if ctx.dry_run {

@@ -121,9 +121,11 @@ impl Registry {
         let admitted = self.admission.admit(&mut attrs).await;
         ctx.warnings.extend(attrs.take_warnings());
         admitted?;
-        if ctx.subresource.is_none() {
-            info.strategy.prepare_for_update(&mut new, old).map_err(|e| ApiError::bad_request(e.0))?;
+        match ctx.subresource {
+            None => info.strategy.prepare_for_update(&mut new, old),
+            Some(sub) => info.strategy.prepare_for_subresource_update(sub, &mut new, old),
         }
+        .map_err(|e| ApiError::bad_request(e.0))?;
         let alloc = if ctx.subresource.is_none() { self.allocator(info) } else { None };
         let reservation = match alloc {
             Some(a) => Some(a.reserve_for_update(&mut new, old, ctx.dry_run).await?),
