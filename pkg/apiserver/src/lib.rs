@@ -16,6 +16,7 @@ mod crd_catalog;
 mod custom_resources;
 mod discovery;
 mod disruption;
+pub mod encryption;
 mod endpoint_leases;
 mod endpoints;
 pub mod error;
