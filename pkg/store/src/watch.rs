@@ -102,19 +102,21 @@ impl Subscriptions {
     /// decrypted once, when a first watcher wants them; one that cannot be sends its watchers
     /// back to the log, where they meet the error themselves.
     pub(crate) fn fan_out(&self, events: &[Arc<Event>]) {
-        let plain: Vec<OnceCell<Option<Arc<Event>>>> = events.iter().map(|_| OnceCell::new()).collect();
+        // Without a transformer the events go out as committed (and nothing is allocated here).
+        let plain: Vec<OnceCell<Option<Arc<Event>>>> = match self.transformer {
+            Some(_) => events.iter().map(|_| OnceCell::new()).collect(),
+            None => Vec::new(),
+        };
         let plain_event = |i: usize| {
+            let ev = &events[i];
+            let Some(t) = &self.transformer else { return Some(ev.clone()) };
             plain[i]
-                .get_or_init(|| {
-                    let ev = &events[i];
-                    let Some(t) = &self.transformer else { return Some(ev.clone()) };
-                    match transform::plain_event(t.as_ref(), ev) {
-                        Ok(Some(p)) => Some(Arc::new(p)),
-                        Ok(None) => Some(ev.clone()),
-                        Err(e) => {
-                            tracing::error!(error = %e, revision = ev.revision, "an event cannot be decrypted for its watchers");
-                            None
-                        }
+                .get_or_init(|| match transform::plain_event(t.as_ref(), ev) {
+                    Ok(Some(p)) => Some(Arc::new(p)),
+                    Ok(None) => Some(ev.clone()),
+                    Err(e) => {
+                        tracing::error!(error = %e, revision = ev.revision, "an event cannot be decrypted for its watchers");
+                        None
                     }
                 })
                 .clone()
