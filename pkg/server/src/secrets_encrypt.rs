@@ -451,7 +451,7 @@ impl Manager {
     }
 
     /// Writes every value the configuration covers again, so that each is encrypted by the
-    /// provider and key now first. A value written meanwhile was written with them already.
+    /// provider and key now first.
     async fn rewrite(&self) -> Result<usize, String> {
         let a = self.active.as_ref().ok_or("no encryption configuration")?;
         let mut n = 0;
@@ -460,11 +460,7 @@ impl Manager {
             loop {
                 let page = self.store.list(&prefix, after.as_deref(), PAGE, None).map_err(|e| e.to_string())?;
                 for kv in &page.items {
-                    match self.store.update(&kv.key, kv.value.clone(), Some(kv.mod_revision)).await {
-                        Ok(_) => n += 1,
-                        Err(StoreError::Conflict { .. } | StoreError::NotFound(_)) => {}
-                        Err(e) => return Err(format!("rewriting {}: {e}", kv.key)),
-                    }
+                    n += usize::from(self.rewrite_one(kv.clone()).await?);
                 }
                 if !page.more {
                     break;
@@ -475,7 +471,29 @@ impl Manager {
         tracing::info!(rewritten = n, "re-encrypted the values the encryption configuration covers");
         Ok(n)
     }
+
+    /// Writes `kv` again; false when it is gone. On a conflict it reads the key again and
+    /// retries: a write that was encrypted with the old configuration just before it changed
+    /// may land after the list, and must not keep the key that `reencrypt` then removes.
+    async fn rewrite_one(&self, mut kv: k1s_store::KeyValue) -> Result<bool, String> {
+        for _ in 0..REWRITE_TRIES {
+            match self.store.update(&kv.key, kv.value.clone(), Some(kv.mod_revision)).await {
+                Ok(_) => return Ok(true),
+                Err(StoreError::NotFound(_)) => return Ok(false),
+                Err(StoreError::Conflict { .. }) => match self.store.get(&kv.key).map_err(|e| e.to_string())? {
+                    Some(now) => kv = now,
+                    None => return Ok(false),
+                },
+                Err(e) => return Err(format!("rewriting {}: {e}", kv.key)),
+            }
+        }
+        // Written over and over meanwhile: by writes made with the new configuration.
+        Ok(true)
+    }
 }
+
+/// Tries to rewrite a value that keeps changing under the rewrite.
+const REWRITE_TRIES: usize = 8;
 
 /// `aescbckey-<RFC 3339 time>`, as k3s names new keys (a suffix when that name is taken).
 fn new_key_name(keys: &[Key]) -> String {
@@ -628,6 +646,26 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         assert!(setup(dir.path(), None).expect("setup").is_none());
         assert!(!config_path(dir.path()).exists());
+    }
+
+    /// A write encrypted with the old key that lands after the rewrite's list must be written
+    /// again, not skipped: `reencrypt` removes that key next.
+    #[tokio::test]
+    async fn a_value_written_after_the_list_is_rewritten_again_with_its_new_content() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let active = setup(dir.path(), Some(&Source::Managed)).expect("setup").expect("on");
+        let opts = k1s_store::StoreOptions { transformer: Some(active.transformer()), ..Default::default() };
+        let store = Store::open(&dir.path().join("db"), opts).expect("store");
+        let key = "/registry/secrets/default/a";
+        let listed = store.create(key, bytes::Bytes::from_static(br#"{"v":1}"#)).await.expect("create");
+        let meanwhile = store.update(key, bytes::Bytes::from_static(br#"{"v":2}"#), None).await.expect("update");
+        let m = Manager { data_dir: dir.path().to_path_buf(), store: store.clone(), active: Some(active) };
+        assert!(m.rewrite_one(listed).await.expect("rewrite"));
+        let now = store.get(key).expect("read").expect("there");
+        assert_eq!(now.value.as_ref(), br#"{"v":2}"#, "the newer content, not the listed one");
+        assert!(now.mod_revision > meanwhile.mod_revision, "written again");
+        store.delete(key, None).await.expect("delete");
+        assert!(!m.rewrite_one(now).await.expect("gone"), "a deleted value is not written back");
     }
 
     #[tokio::test]
