@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+mod secrets_encrypt;
 mod snapshot;
 mod token;
 mod uninstall;
@@ -50,6 +51,9 @@ enum Command {
     Certificate(certificate::CertificateArgs),
     /// Save, list and delete snapshots of the store.
     Snapshot(snapshot::SnapshotArgs),
+    /// Control secrets encryption at rest on the running server: status, enable, disable, and
+    /// key rotation (prepare, rotate, reencrypt, rotate-keys).
+    SecretsEncrypt(secrets_encrypt::SecretsEncryptArgs),
     /// Import image archives into the node's containerd, or save images from registries into one.
     Images(images::ImagesArgs),
     /// Print the token other servers join this cluster with.
@@ -238,6 +242,15 @@ struct ServerArgs {
     /// PS384, PS512).
     #[arg(long, env = "K1S_OIDC_SIGNING_ALGS", value_delimiter = ',', default_value = "RS256")]
     oidc_signing_algs: Vec<String>,
+    /// (security) Encrypt Secrets at rest with a key k1s generates and keeps in
+    /// <data-dir>/server/cred/encryption-config.json; manage it with `k1s secrets-encrypt`.
+    #[arg(long, env = "K1S_SECRETS_ENCRYPTION")]
+    secrets_encryption: bool,
+    /// (security) Encrypt at rest what this EncryptionConfiguration file
+    /// (apiserver.config.k8s.io/v1) lists, with its providers (aescbc, aesgcm, secretbox,
+    /// identity), as kube-apiserver's flag does.
+    #[arg(long, env = "K1S_ENCRYPTION_PROVIDER_CONFIG", conflicts_with = "secrets_encryption")]
+    encryption_provider_config: Option<PathBuf>,
     /// (logging) Turn on debug logs.
     #[arg(long, env = "K1S_DEBUG")]
     debug: bool,
@@ -385,6 +398,11 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
         datastore,
         token,
         join_server: a.server,
+        encryption: match (a.secrets_encryption, a.encryption_provider_config) {
+            (true, _) => Some(k1s_server::secrets_encrypt::Source::Managed),
+            (false, Some(file)) => Some(k1s_server::secrets_encrypt::Source::File(file)),
+            (false, None) => None,
+        },
     })
 }
 
@@ -455,6 +473,7 @@ fn main() -> Result<()> {
         Command::Check(args) => check::run(*args),
         Command::Certificate(args) => certificate::run(args),
         Command::Snapshot(args) => snapshot::run(args),
+        Command::SecretsEncrypt(args) => secrets_encrypt::run(args),
         Command::Images(args) => images::run(args),
         Command::Token(args) => token::run(args),
         Command::Server(args) => {

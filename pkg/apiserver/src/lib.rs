@@ -1,8 +1,8 @@
 //! k1s-apiserver: the Kubernetes API over HTTPS.
 //!
 //! Owns: TLS and client-certificate authentication, authorization, admission, discovery,
-//! OpenAPI serving, the generic registry over the store, watch streaming and server-side
-//! printing. Only this crate uses `k1s-store`; nothing here knows about controllers, the
+//! OpenAPI serving, the generic registry over the store, watch streaming, server-side
+//! printing, and encryption at rest (`EncryptionConfiguration` as the store's transformer). Only this crate uses `k1s-store`; nothing here knows about controllers, the
 //! kubelet or the proxy.
 
 // `ApiError` carries a full Status (message, details, causes); errors are the cold path.
@@ -18,6 +18,7 @@ mod crd_catalog;
 mod custom_resources;
 mod discovery;
 mod disruption;
+pub mod encryption;
 mod endpoint_leases;
 mod endpoints;
 pub mod error;

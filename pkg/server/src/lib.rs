@@ -15,6 +15,7 @@ pub mod host_cleanup;
 pub mod images;
 pub mod join;
 pub mod preflight;
+pub mod secrets_encrypt;
 pub mod snapshot;
 pub mod systemd;
 
@@ -85,6 +86,9 @@ pub struct Config {
     pub token: Option<join::Token>,
     /// Join the cluster of the server at this URL (`--server https://HOST:6443`).
     pub join_server: Option<String>,
+    /// Encryption at rest: `--secrets-encryption` (k1s's own configuration) or
+    /// `--encryption-provider-config FILE`; `None`: values are stored as they are.
+    pub encryption: Option<secrets_encrypt::Source>,
     /// For tests only: leaf certificates last this long (and are renewed with a quarter of it
     /// left) instead of a year.
     pub test_cert_validity: Option<Duration>,
@@ -154,6 +158,8 @@ pub enum ServerError {
     ClientCert(#[source] k1s_pki::ServingError),
     #[error("joining the cluster")]
     Join(#[from] join::JoinError),
+    #[error("loading the encryption configuration")]
+    Encryption(#[from] secrets_encrypt::EncryptionError),
     #[error("{component} stopped while the server was running; exiting rather than serving half-alive")]
     ComponentStopped { component: &'static str },
 }
@@ -303,8 +309,14 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
             datastore = Datastore::Etcd(theirs.install(&tls_dir)?);
         }
     }
+    // Before the store: a bad encryption configuration stops the server here, naming the file.
+    let encryption = secrets_encrypt::setup(&config.data_dir, config.encryption.as_ref())?;
     // NamespaceLifecycle admission reads the namespace on every namespaced create.
-    let opts = StoreOptions { cached_prefixes: vec!["/registry/namespaces/".into()], ..StoreOptions::default() };
+    let opts = StoreOptions {
+        cached_prefixes: vec!["/registry/namespaces/".into()],
+        transformer: encryption.as_ref().map(secrets_encrypt::Active::transformer),
+        ..StoreOptions::default()
+    };
     let store = match &datastore {
         Datastore::Embedded => Store::open(&server_dir.join("db"), opts)?,
         Datastore::Etcd(etcd) => Store::connect_etcd(etcd, opts).await?,
@@ -465,6 +477,7 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     let mut reloadable = vec![(tls_dir.join("serving-kube-apiserver.crt"), serving)];
     // On etcd, snapshots hold etcd's own (its Maintenance API's), scheduled as well.
     let mut components = snapshot::start(&store, &config.data_dir, &config.node_name, &config.snapshots, &cancel)?;
+    components.push(secrets_encrypt::start(&store, &config.data_dir, encryption, &cancel)?);
     // A SIGTERM while the components start (containerd not ready yet, say) is a shutdown like any
     // other: what did start stops in order below, and the server exits 0.
     match start_components(&config, &pki, &server_dir, &identity, &api_url, &mut reloadable, cancel.clone()).await {

@@ -170,7 +170,11 @@ pub(crate) struct EtcdStore {
 impl EtcdStore {
     /// Connects to etcd, loads the mirror's values at one revision and follows etcd's watch from
     /// there.
-    pub(crate) async fn connect(config: &EtcdConfig, fanout_capacity: usize) -> Result<EtcdStore, StoreError> {
+    pub(crate) async fn connect(
+        config: &EtcdConfig,
+        fanout_capacity: usize,
+        transformer: Option<Arc<dyn crate::transform::Transformer>>,
+    ) -> Result<EtcdStore, StoreError> {
         let channel = channel(config).await?;
         let mut kv = KvClient::new(channel.clone()).max_decoding_message_size(usize::MAX);
         let watch = WatchClient::new(channel.clone()).max_decoding_message_size(usize::MAX);
@@ -188,7 +192,7 @@ impl EtcdStore {
             compacted: AtomicU64::new(0),
             history_start: AtomicU64::new(at),
             applied,
-            subscriptions: Subscriptions::new(fanout_capacity),
+            subscriptions: Subscriptions::new(fanout_capacity, transformer),
             writes: AtomicU64::new(0),
             txns: AtomicU64::new(0),
             commit_times: CommitTimes::default(),

@@ -6,15 +6,18 @@
 //! group commit (one writer thread; concurrent writes share one synced WAL write), snapshots of
 //! one revision packed in one file, and their restore ([`snapshot`]). The other backend is an
 //! external etcd v3 cluster ([`EtcdConfig`], spoken to over its gRPC API).
-//! Values are opaque bytes. It must never depend on API types.
+//! Values are opaque bytes, optionally encrypted at rest by a [`Transformer`] the API server
+//! provides ([`transform`]). It must never depend on API types.
 
 mod codec;
 mod etcd;
 mod rocks;
 pub mod snapshot;
 mod store;
+pub mod transform;
 mod watch;
 
 pub use etcd::EtcdConfig;
 pub use store::{KeyValue, ListResult, Op, Stats, Store, StoreError, StoreOptions, COMMIT_BUCKETS};
+pub use transform::{TransformError, Transformer};
 pub use watch::{Event, EventKind, Memo, Watcher};

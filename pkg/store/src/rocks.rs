@@ -142,7 +142,7 @@ impl RocksStore {
             db,
             current: AtomicU64::new(current),
             compacted: AtomicU64::new(compacted),
-            subscriptions: Subscriptions::new(opts.fanout_capacity),
+            subscriptions: Subscriptions::new(opts.fanout_capacity, opts.transformer.clone()),
             writes: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             commit_times: CommitTimes::default(),

@@ -8,13 +8,16 @@
 //!   compare-and-swap on the mod revision, [`Store::txn`] for several at once;
 //! - [`Store::watch`] from a revision (`Compacted` when it is no longer retained), and
 //!   [`Store::compact`];
-//! - [`Store::stats`] for `/metrics`.
+//! - [`Store::stats`] for `/metrics`;
+//! - encryption at rest: with a [`Transformer`] in the options, values are transformed on their
+//!   way into the backend and back on their way out (see [`crate::transform`]).
 //!
 //! Dispatch is a `match` on an enum, not a trait object: the embedded RocksDB backend's reads
 //! stay direct calls.
 
 use crate::etcd::{EtcdConfig, EtcdStore};
 use crate::rocks::RocksStore;
+use crate::transform::{self, Transformer};
 use crate::watch::{Event, Subscription, Watcher};
 use bytes::Bytes;
 use std::path::Path;
@@ -70,6 +73,10 @@ pub enum StoreError {
     Storage { op: &'static str, message: String },
     #[error("corrupt record at {0}")]
     Corrupt(String),
+    /// A value could not be encrypted or decrypted (upstream's words: the API server answers
+    /// 500 with them).
+    #[error("unable to transform key {key:?}: {message}")]
+    Transform { key: String, message: String },
     #[error("the store is shut down")]
     Closed,
 }
@@ -84,11 +91,13 @@ pub struct StoreOptions {
     /// map lookup. For small sets read on every request (namespaces); the cache is updated by the
     /// writer before it acknowledges a write, so reads through it are as current as RocksDB's.
     pub cached_prefixes: Vec<String>,
+    /// Encrypts values at rest (see [`crate::transform`]); `None` stores them as given.
+    pub transformer: Option<Arc<dyn Transformer>>,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { sync: true, fanout_capacity: 16 * 1024, cached_prefixes: Vec::new() }
+        StoreOptions { sync: true, fanout_capacity: 16 * 1024, cached_prefixes: Vec::new(), transformer: None }
     }
 }
 
@@ -155,6 +164,7 @@ impl CommitTimes {
 #[derive(Clone)]
 pub struct Store {
     backend: Backend,
+    transformer: Option<Arc<dyn Transformer>>,
 }
 
 #[derive(Clone)]
@@ -166,13 +176,15 @@ enum Backend {
 impl Store {
     /// Opens (creating if needed) the embedded RocksDB store in `dir`.
     pub fn open(dir: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
-        Ok(Store { backend: Backend::Rocks(RocksStore::open(dir, opts)?) })
+        let transformer = opts.transformer.clone();
+        Ok(Store { backend: Backend::Rocks(RocksStore::open(dir, opts)?), transformer })
     }
 
     /// Connects to an etcd v3 cluster (see [`EtcdConfig`]); `opts.fanout_capacity` bounds each
     /// watcher's live queue as with RocksDB (the other options are RocksDB's).
     pub async fn connect_etcd(config: &EtcdConfig, opts: StoreOptions) -> Result<Store, StoreError> {
-        Ok(Store { backend: Backend::Etcd(EtcdStore::connect(config, opts.fanout_capacity).await?) })
+        let etcd = EtcdStore::connect(config, opts.fanout_capacity, opts.transformer.clone()).await?;
+        Ok(Store { backend: Backend::Etcd(etcd), transformer: opts.transformer })
     }
 
     /// The embedded RocksDB backend, for what only it has (snapshots of its files).
@@ -218,9 +230,59 @@ impl Store {
     /// key-value (for deletes: the deleted value with the delete's revision as mod_revision).
     /// The ops of one txn must name different keys.
     pub async fn txn(&self, ops: Vec<Op>) -> Result<Vec<KeyValue>, StoreError> {
+        let Some(t) = &self.transformer else { return self.backend_txn(ops).await };
+        // The results carry the values as written, not as stored.
+        let mut plain = Vec::with_capacity(ops.len());
+        let mut stored = Vec::with_capacity(ops.len());
+        for op in ops {
+            stored.push(match op {
+                Op::Create { key, value } => {
+                    let v = transform::to_storage(t.as_ref(), &key, &value)?;
+                    plain.push(Some(value));
+                    Op::Create { key, value: v }
+                }
+                Op::Update { key, value, expected } => {
+                    let v = transform::to_storage(t.as_ref(), &key, &value)?;
+                    plain.push(Some(value));
+                    Op::Update { key, value: v, expected }
+                }
+                Op::Delete { key, expected } => {
+                    plain.push(None);
+                    Op::Delete { key, expected }
+                }
+            });
+        }
+        let results = self.backend_txn(stored).await?;
+        results
+            .into_iter()
+            .zip(plain)
+            .map(|(kv, value)| match value {
+                Some(value) => Ok(KeyValue { value, ..kv }),
+                None => transform::plain_kv(t.as_ref(), kv),
+            })
+            .collect()
+    }
+
+    async fn backend_txn(&self, ops: Vec<Op>) -> Result<Vec<KeyValue>, StoreError> {
         match &self.backend {
             Backend::Rocks(r) => r.txn(ops).await,
             Backend::Etcd(e) => e.txn(ops).await,
+        }
+    }
+
+    /// `kv` as readers see it (decrypted).
+    fn plain(&self, kv: KeyValue) -> Result<KeyValue, StoreError> {
+        match &self.transformer {
+            Some(t) => transform::plain_kv(t.as_ref(), kv),
+            None => Ok(kv),
+        }
+    }
+
+    /// An event as watchers see it (decrypted).
+    pub(crate) fn plain_event(&self, ev: Event) -> Result<Event, StoreError> {
+        match &self.transformer {
+            Some(t) => Ok(transform::plain_event(t.as_ref(), &ev)?.unwrap_or(ev)),
+            None => Ok(ev),
         }
     }
 
@@ -246,10 +308,11 @@ impl Store {
 
     /// Reads one key at the current revision.
     pub fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
-        match &self.backend {
+        let kv = match &self.backend {
             Backend::Rocks(r) => r.get(key),
             Backend::Etcd(e) => e.get(key),
-        }
+        }?;
+        kv.map(|kv| self.plain(kv)).transpose()
     }
 
     /// Lists keys under `prefix` in key order, strictly after `start_after`, at most `limit`
@@ -262,10 +325,14 @@ impl Store {
         limit: usize,
         at_revision: Option<u64>,
     ) -> Result<ListResult, StoreError> {
-        match &self.backend {
+        let mut page = match &self.backend {
             Backend::Rocks(r) => r.list(prefix, start_after, limit, at_revision),
             Backend::Etcd(e) => e.list(prefix, start_after, limit, at_revision),
+        }?;
+        if self.transformer.is_some() {
+            page.items = page.items.into_iter().map(|kv| self.plain(kv)).collect::<Result<_, _>>()?;
         }
+        Ok(page)
     }
 
     /// Watches keys under `prefix` for events after revision `after` (0 = from now);
@@ -278,7 +345,7 @@ impl Store {
         }
         if let Backend::Etcd(e) = &self.backend {
             if after < e.history_start() {
-                return e.watch_direct(prefix, after).map(Watcher::etcd);
+                return e.watch_direct(prefix, after).map(|w| Watcher::etcd(w, self.transformer.clone()));
             }
         }
         Ok(Watcher::new(self.clone(), prefix.to_string(), after))

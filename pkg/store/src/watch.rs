@@ -2,7 +2,9 @@
 //! behind the fan-out catches up from the log instead of losing events.
 
 use crate::store::{KeyValue, Store, StoreError};
+use crate::transform::{self, Transformer};
 use bytes::Bytes;
+use std::cell::OnceCell;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::Notify;
@@ -75,11 +77,13 @@ pub(crate) struct LiveQueue {
 pub(crate) struct Subscriptions {
     subs: Mutex<Vec<Weak<Subscription>>>,
     capacity: usize,
+    /// Decrypts the committed events once for all their watchers.
+    transformer: Option<Arc<dyn Transformer>>,
 }
 
 impl Subscriptions {
-    pub(crate) fn new(capacity: usize) -> Subscriptions {
-        Subscriptions { subs: Mutex::new(Vec::new()), capacity: capacity.max(16) }
+    pub(crate) fn new(capacity: usize, transformer: Option<Arc<dyn Transformer>>) -> Subscriptions {
+        Subscriptions { subs: Mutex::new(Vec::new()), capacity: capacity.max(16), transformer }
     }
 
     /// Registers a live feed of the events under `prefix` committed from now on.
@@ -94,20 +98,50 @@ impl Subscriptions {
     }
 
     /// Queues a committed batch for the watchers whose prefix it touches, and wakes them. Runs
-    /// before the batch's revision becomes current (see `Watcher::revision`).
+    /// before the batch's revision becomes current (see `Watcher::revision`). Events are
+    /// decrypted once, when a first watcher wants them; one that cannot be sends its watchers
+    /// back to the log, where they meet the error themselves.
     pub(crate) fn fan_out(&self, events: &[Arc<Event>]) {
+        // Without a transformer the events go out as committed (and nothing is allocated here).
+        let plain: Vec<OnceCell<Option<Arc<Event>>>> = match self.transformer {
+            Some(_) => events.iter().map(|_| OnceCell::new()).collect(),
+            None => Vec::new(),
+        };
+        let plain_event = |i: usize| {
+            let ev = &events[i];
+            let Some(t) = &self.transformer else { return Some(ev.clone()) };
+            plain[i]
+                .get_or_init(|| match transform::plain_event(t.as_ref(), ev) {
+                    Ok(Some(p)) => Some(Arc::new(p)),
+                    Ok(None) => Some(ev.clone()),
+                    Err(e) => {
+                        tracing::error!(error = %e, revision = ev.revision, "an event cannot be decrypted for its watchers");
+                        None
+                    }
+                })
+                .clone()
+        };
         let mut subs = self.subs.lock().unwrap_or_else(|p| p.into_inner());
         subs.retain(|w| w.strong_count() > 0);
         for sub in subs.iter().filter_map(Weak::upgrade) {
-            let mut wanted = events.iter().filter(|ev| ev.kv.key.starts_with(sub.prefix.as_str())).peekable();
+            let mut wanted =
+                (0..events.len()).filter(|i| events[*i].kv.key.starts_with(sub.prefix.as_str())).peekable();
             if wanted.peek().is_none() {
                 continue;
             }
             {
                 let mut q = sub.queue.lock().unwrap_or_else(|p| p.into_inner());
                 if !q.lagged {
-                    q.events.extend(wanted.cloned());
-                    if q.events.len() > self.capacity {
+                    for i in wanted {
+                        match plain_event(i) {
+                            Some(ev) => q.events.push(ev),
+                            None => {
+                                q.lagged = true;
+                                break;
+                            }
+                        }
+                    }
+                    if q.lagged || q.events.len() > self.capacity {
                         q.events = Vec::new();
                         q.lagged = true;
                     }
@@ -139,8 +173,9 @@ pub struct Watcher {
 enum Kind {
     /// Reads the backend's retained log, then follows its live fan-out.
     Log(LogWatcher),
-    /// An etcd watch of its own (from before the etcd backend's in-memory history).
-    Etcd(crate::etcd::DirectWatcher),
+    /// An etcd watch of its own (from before the etcd backend's in-memory history), and what
+    /// decrypts its events.
+    Etcd(crate::etcd::DirectWatcher, Option<Arc<dyn Transformer>>),
 }
 
 impl Watcher {
@@ -148,8 +183,8 @@ impl Watcher {
         Watcher { kind: Kind::Log(LogWatcher::new(store, prefix, after)) }
     }
 
-    pub(crate) fn etcd(w: crate::etcd::DirectWatcher) -> Watcher {
-        Watcher { kind: Kind::Etcd(w) }
+    pub(crate) fn etcd(w: crate::etcd::DirectWatcher, transformer: Option<Arc<dyn Transformer>>) -> Watcher {
+        Watcher { kind: Kind::Etcd(w, transformer) }
     }
 
     /// A revision this watch has fully observed: nothing at or below it remains undelivered.
@@ -157,7 +192,7 @@ impl Watcher {
     pub fn revision(&self) -> u64 {
         match &self.kind {
             Kind::Log(w) => w.revision(),
-            Kind::Etcd(w) => w.revision(),
+            Kind::Etcd(w, _) => w.revision(),
         }
     }
 
@@ -165,7 +200,10 @@ impl Watcher {
     pub async fn next(&mut self) -> Result<Arc<Event>, StoreError> {
         match &mut self.kind {
             Kind::Log(w) => w.next().await,
-            Kind::Etcd(w) => w.next().await,
+            Kind::Etcd(w, t) => {
+                let ev = w.next().await?;
+                plain(t, ev)
+            }
         }
     }
 
@@ -174,8 +212,19 @@ impl Watcher {
     pub fn try_next(&mut self) -> Result<Option<Arc<Event>>, StoreError> {
         match &mut self.kind {
             Kind::Log(w) => w.try_next(),
-            Kind::Etcd(w) => w.try_next(),
+            Kind::Etcd(w, t) => match w.try_next()? {
+                Some(ev) => plain(t, ev).map(Some),
+                None => Ok(None),
+            },
         }
+    }
+}
+
+/// A directly watched event as watchers see it (decrypted).
+fn plain(t: &Option<Arc<dyn Transformer>>, ev: Arc<Event>) -> Result<Arc<Event>, StoreError> {
+    match t {
+        Some(t) => Ok(transform::plain_event(t.as_ref(), &ev)?.map(Arc::new).unwrap_or(ev)),
+        None => Ok(ev),
     }
 }
 
@@ -252,7 +301,9 @@ impl LogWatcher {
                 self.scanned = ev.revision;
             }
             let prefix = &self.live.prefix;
-            self.backlog.extend(page.into_iter().filter(|e| e.kv.key.starts_with(prefix)).map(Arc::new));
+            for ev in page.into_iter().filter(|e| e.kv.key.starts_with(prefix)) {
+                self.backlog.push_back(Arc::new(self.store.plain_event(ev)?));
+            }
         }
     }
 

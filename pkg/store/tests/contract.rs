@@ -5,7 +5,8 @@
 mod etcd_env;
 
 use bytes::Bytes;
-use k1s_store::{EtcdConfig, EventKind, Op, Store, StoreError, StoreOptions};
+use k1s_store::{EtcdConfig, EventKind, Op, Store, StoreError, StoreOptions, TransformError, Transformer};
+use std::sync::Arc;
 use std::time::Duration;
 
 fn b(s: &str) -> Bytes {
@@ -28,15 +29,46 @@ impl Fixture {
     }
 
     async fn open(&self) -> Store {
+        self.open_with(StoreOptions::default()).await
+    }
+
+    async fn open_with(&self, opts: StoreOptions) -> Store {
         match self {
-            Fixture::Rocks(dir) => Store::open(dir.path(), StoreOptions::default()).expect("open"),
+            Fixture::Rocks(dir) => Store::open(dir.path(), opts).expect("open"),
             Fixture::Etcd(etcd) => {
                 let config =
                     EtcdConfig { endpoints: vec![etcd.url.clone()], root: "/k1s-test".into(), ..EtcdConfig::default() };
-                Store::connect_etcd(&config, StoreOptions::default()).await.expect("connect to etcd")
+                Store::connect_etcd(&config, opts).await.expect("connect to etcd")
             }
         }
     }
+}
+
+/// Stores values under `/s/` as `sealed:` and their bytes reversed; refuses to read anything
+/// else there.
+struct Sealer;
+
+impl Transformer for Sealer {
+    fn transform_to_storage(&self, key: &str, value: &[u8]) -> Result<Option<Vec<u8>>, TransformError> {
+        if !key.starts_with("/s/") {
+            return Ok(None);
+        }
+        Ok(Some([b"sealed:".as_slice(), &value.iter().rev().copied().collect::<Vec<u8>>()].concat()))
+    }
+
+    fn transform_from_storage(&self, key: &str, stored: &[u8]) -> Result<Option<Vec<u8>>, TransformError> {
+        if !key.starts_with("/s/") {
+            return Ok(None);
+        }
+        match stored.strip_prefix(b"sealed:") {
+            Some(v) => Ok(Some(v.iter().rev().copied().collect())),
+            None => Err(TransformError("not sealed".into())),
+        }
+    }
+}
+
+fn sealed() -> StoreOptions {
+    StoreOptions { transformer: Some(Arc::new(Sealer)), ..StoreOptions::default() }
 }
 
 async fn create_update_delete_check_conditions_and_revisions(f: &Fixture) {
@@ -224,6 +256,52 @@ async fn concurrent_writers_all_land_with_distinct_revisions(f: &Fixture) {
     assert_eq!(s.stats().writes, 64);
 }
 
+async fn a_transformer_sees_every_value_stored_and_readers_only_plain_ones(f: &Fixture) {
+    let s = f.open_with(sealed()).await;
+    // (A watch from 0 starts now: the first write makes a revision to replay from.)
+    let base = s.create("/p/first", b("plain")).await.expect("create").mod_revision;
+    let mut live = s.watch("/s/", 0).expect("watch");
+    let a = s.create("/s/a", b("secret1")).await.expect("create");
+    assert_eq!(a.value, b("secret1"), "a write's result is plain");
+    let u = s.update("/s/a", b("secret2"), Some(a.mod_revision)).await.expect("update");
+    assert_eq!(u.value, b("secret2"));
+    s.create("/p/x", b("plain")).await.expect("create elsewhere");
+    assert_eq!(s.get("/s/a").expect("get").map(|kv| kv.value), Some(b("secret2")));
+    assert_eq!(s.list("/s/", None, 0, None).expect("list").items[0].value, b("secret2"));
+    assert_eq!(s.list("/s/", None, 0, Some(a.mod_revision)).expect("past").items[0].value, b("secret1"));
+    for w in [&mut live, &mut s.watch("/s/", base).expect("from the log")] {
+        let c = tokio::time::timeout(Duration::from_secs(5), w.next()).await.expect("in time").expect("create");
+        assert_eq!((c.kind, c.kv.value.clone()), (EventKind::Create, b("secret1")));
+        let u = tokio::time::timeout(Duration::from_secs(5), w.next()).await.expect("in time").expect("update");
+        assert_eq!((u.kv.value.clone(), u.prev.as_ref().map(|p| p.value.clone())), (b("secret2"), Some(b("secret1"))));
+    }
+    let d = s.delete("/s/a", None).await.expect("delete");
+    assert_eq!(d.value, b("secret2"), "a delete returns the plain value");
+    let again = s.create("/s/a", b("secret3")).await.expect("create again");
+    drop((live, s));
+    // Without the transformer: what the backend holds.
+    let raw = f.open().await;
+    assert_eq!(raw.get("/s/a").expect("get").map(|kv| kv.value), Some(b("sealed:3terces")));
+    assert_eq!(raw.get("/p/x").expect("get").map(|kv| kv.value), Some(b("plain")));
+    raw.update("/s/a", b("oops"), Some(again.mod_revision)).await.expect("a value the transformer refuses");
+    drop(raw);
+    if let Fixture::Rocks(dir) = f {
+        // The WAL, the event log, the tables: no plain text anywhere.
+        for file in std::fs::read_dir(dir.path()).expect("dir") {
+            let bytes = std::fs::read(file.expect("entry").path()).unwrap_or_default();
+            assert!(!bytes.windows(7).any(|w| w == b"secret1" || w == b"secret2" || w == b"secret3"));
+        }
+    }
+    let s = f.open_with(sealed()).await;
+    let refused = StoreError::Transform { key: "/s/a".into(), message: "not sealed".into() };
+    assert_eq!(s.get("/s/a"), Err(refused.clone()));
+    assert_eq!(s.list("/s/", None, 0, None).map(|l| l.items.len()), Err(refused.clone()));
+    assert_eq!(refused.to_string(), "unable to transform key \"/s/a\": not sealed");
+    let mut w = s.watch("/s/", again.mod_revision).expect("watch");
+    let next = tokio::time::timeout(Duration::from_secs(5), w.next()).await.expect("in time");
+    assert_eq!(next.map(|e| e.revision), Err(refused), "a watcher gets the error, not the bytes");
+}
+
 macro_rules! contract {
     ($($name:ident),* $(,)?) => {
         mod rocks {
@@ -254,6 +332,7 @@ contract!(
     a_watch_or_read_from_a_compacted_revision_gets_compacted,
     a_reopened_store_keeps_values_and_revisions,
     concurrent_writers_all_land_with_distinct_revisions,
+    a_transformer_sees_every_value_stored_and_readers_only_plain_ones,
 );
 
 /// Two servers on one etcd: what one writes, the other reads and watches (the HA path).

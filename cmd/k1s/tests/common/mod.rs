@@ -239,6 +239,11 @@ impl Server {
         self.etcd.as_ref().map(|e| e.url.clone())
     }
 
+    /// The data dir of the server's etcd, when it runs on one.
+    pub fn etcd_data_dir(&self) -> Option<PathBuf> {
+        self.etcd.as_ref().map(|e| e.data_dir())
+    }
+
     pub fn run_dir(&self) -> PathBuf {
         self.dir.path().join("run")
     }

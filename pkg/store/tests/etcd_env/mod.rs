@@ -106,6 +106,12 @@ impl Etcd {
         }
     }
 
+    /// Where this etcd keeps its data (WAL and database).
+    #[allow(dead_code)]
+    pub fn data_dir(&self) -> std::path::PathBuf {
+        self.dir.path().join("data")
+    }
+
     /// The etcd process's id (benchmarks read its CPU time).
     #[allow(dead_code)]
     pub fn pid(&self) -> u32 {
