@@ -74,8 +74,11 @@ pub trait Delegate: Send + Sync {
 pub struct Authorizer {
     delegate: Arc<dyn Delegate>,
     tokens: Mutex<HashMap<String, (Option<Identity>, Instant)>>,
-    decisions: Mutex<HashMap<(String, Vec<String>, Attributes), (bool, Instant)>>,
+    decisions: Mutex<HashMap<DecisionKey, (bool, Instant)>>,
 }
+
+/// Who asked what: a cached decision's key (user, groups, attributes).
+type DecisionKey = (String, Vec<String>, Attributes);
 
 const TOKEN_TTL: Duration = Duration::from_secs(120);
 const ALLOWED_TTL: Duration = Duration::from_secs(300);
