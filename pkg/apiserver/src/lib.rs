@@ -12,6 +12,7 @@ pub mod admission;
 mod admission_cache;
 pub mod aggregator;
 pub mod auth;
+mod bootstrap_policy;
 mod crd_catalog;
 mod custom_resources;
 mod discovery;

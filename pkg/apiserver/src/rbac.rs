@@ -6,8 +6,9 @@
 //! ClusterRoles their selectors match, resolved when a request is authorized.
 //!
 //! Also the default roles and bindings every cluster starts with (`cluster-admin`, `admin`,
-//! `edit`, `view`, discovery and self-review access), created on start when missing and, as
-//! upstream's RBAC bootstrap does on every start, given what a newer default adds to them.
+//! `edit`, `view`, discovery and self-review access, and the built-in components' roles of
+//! `bootstrap_policy`), created on start when missing and, as upstream's RBAC bootstrap does on
+//! every start, given what a newer default adds to them.
 
 use crate::auth::{Attributes, Authorizer, Decision, UserInfo};
 use crate::registry::Registry;
@@ -498,15 +499,15 @@ fn describe(r: &PolicyRule) -> String {
     format!("{{{}}}", parts.join(", "))
 }
 
-fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
+pub(crate) fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
     json!({"apiGroups": groups, "resources": resources, "verbs": verbs})
 }
 
-fn urls(urls: &[&str], verbs: &[&str]) -> Value {
+pub(crate) fn urls(urls: &[&str], verbs: &[&str]) -> Value {
     json!({"nonResourceURLs": urls, "verbs": verbs})
 }
 
-const READ: &[&str] = &["get", "list", "watch"];
+pub(crate) const READ: &[&str] = &["get", "list", "watch"];
 const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
 const READ_WRITE: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
 
@@ -741,13 +742,27 @@ pub fn default_policy() -> Vec<Value> {
         }
         objects.push(role);
     }
+    let components = crate::bootstrap_policy::component_roles().into_iter().map(|(n, r)| (n.to_string(), r));
+    let controllers = crate::bootstrap_policy::controller_roles()
+        .into_iter()
+        .map(|(n, r)| (format!("{}{n}", crate::bootstrap_policy::CONTROLLER_PREFIX), r));
+    for (name, rules) in components.chain(controllers) {
+        objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                            "metadata": bootstrap_metadata(&name, &json!({})), "rules": rules}));
+    }
+    let binding = |name: &str, role: &str, subjects: Vec<Value>| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": bootstrap_metadata(name, &json!({})),
+               "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": role},
+               "subjects": subjects})
+    };
     for (name, groups) in DEFAULT_BINDINGS {
         let subjects: Vec<Value> =
             groups.iter().map(|g| json!({"kind": "Group", "apiGroup": GROUP, "name": g})).collect();
-        objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                            "metadata": bootstrap_metadata(name, &json!({})),
-                            "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": name},
-                            "subjects": subjects}));
+        objects.push(binding(name, name, subjects));
+    }
+    for (name, role, subjects) in crate::bootstrap_policy::component_bindings() {
+        objects.push(binding(&name, &role, subjects));
     }
     objects
 }
