@@ -316,7 +316,7 @@ impl Authorizer for RbacAuthorizer {
         if self.any_grant(attrs.user, namespace, |rules| rules.iter().any(|r| r.allows(req))) {
             Decision::Allow
         } else {
-            Decision::NoOpinion
+            Decision::no_opinion()
         }
     }
 }

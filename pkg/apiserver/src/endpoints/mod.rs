@@ -24,6 +24,9 @@ pub struct State {
     pub registry: Arc<Registry>,
     pub authn: Box<dyn Authenticator>,
     pub authz: Box<dyn Authorizer>,
+    /// Whether requests without credentials are served as `system:anonymous` (and authorized
+    /// like any other) rather than refused with 401.
+    pub anonymous_auth: bool,
     /// `host:port` clients use, for discovery's serverAddressByClientCIDRs.
     pub server_address: String,
     pub cancel: CancellationToken,
