@@ -86,6 +86,9 @@ pub struct Config {
     /// For tests only: leaf certificates last this long (and are renewed with a quarter of it
     /// left) instead of a year.
     pub test_cert_validity: Option<Duration>,
+    /// Whether requests without credentials reach authorization as `system:anonymous`
+    /// (`--anonymous-auth`, default true) or are answered 401.
+    pub anonymous_auth: bool,
 }
 
 /// The store behind the API server.
@@ -433,7 +436,7 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
             }),
             pod_security,
             join: Some(join_endpoint),
-            anonymous_auth: true,
+            anonymous_auth: config.anonymous_auth,
         },
         api_cancel.clone(),
     )
