@@ -121,6 +121,8 @@ fn expected_type(cmd: &clap::Command, key: &str) -> &'static str {
     let ok = |v: &str| cmd.clone().try_get_matches_from(["k1s", &format!("--{key}={v}")]).is_ok();
     if ok("any text") {
         "a string"
+    } else if ok("false") {
+        "a boolean"
     } else if ok("10Mi") {
         "a quantity (e.g. 10Mi)"
     } else if ok("1") {
@@ -172,6 +174,15 @@ pub fn args(path: &Path, explicit: bool, cmd: &clap::Command) -> Result<Vec<Stri
             }
             _ => {
                 let expected = expected_type(cmd, &key);
+                // A flag with a boolean value (`--anonymous-auth=false`) takes a YAML boolean.
+                let value = if expected == "a boolean" {
+                    match value {
+                        Value::Bool(b) => Value::String(b.to_string()),
+                        other => bail!("{}: expected a boolean (true or false), got {}", at(), describe(&other)),
+                    }
+                } else {
+                    value
+                };
                 let Some(s) = scalar(&value) else { bail!("{}: expected {expected}, got {}", at(), describe(&value)) };
                 mine.push(format!("{flag}={s}"));
                 expected
@@ -282,6 +293,17 @@ mod tests {
         assert_eq!(ok, ["--container-log-max-size=20Mi", "--container-log-max-files=3"]);
         let err = Files::new("tls-san+: [a]\n").args();
         assert!(err.is_ok(), "appending to nothing starts the list: {err:?}");
+    }
+
+    #[test]
+    fn a_flag_with_a_boolean_value_takes_a_yaml_boolean() {
+        assert_eq!(Files::new("anonymous-auth: false\n").args().expect("valid"), ["--anonymous-auth=false"]);
+        assert_eq!(Files::new("anonymous-auth: true\n").args().expect("valid"), ["--anonymous-auth=true"]);
+        let err = Files::new("anonymous-auth: \"no\"\n").args().expect_err("a string").to_string();
+        assert!(
+            err.ends_with("key \"anonymous-auth\": expected a boolean (true or false), got the string \"no\""),
+            "{err}"
+        );
     }
 
     #[test]

@@ -155,6 +155,12 @@ struct ServerArgs {
     /// (listener) Interval of watch bookmarks.
     #[arg(long, env = "K1S_BOOKMARK_INTERVAL", default_value = "60s", value_parser = humantime::parse_duration, hide = true)]
     bookmark_interval: Duration,
+    /// (cluster) Serve requests without credentials as user system:anonymous (group
+    /// system:unauthenticated), which RBAC authorizes like any other (`system:public-info-viewer`
+    /// lets it read /version and the health checks); false answers them 401.
+    #[arg(long, env = "K1S_ANONYMOUS_AUTH", default_value_t = true, action = clap::ArgAction::Set,
+          num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    anonymous_auth: bool,
     /// (cluster) Path to the PodSecurity admission configuration file (defaults and exemptions).
     #[arg(long, env = "K1S_POD_SECURITY_ADMISSION_CONFIG_FILE")]
     pod_security_admission_config_file: Option<PathBuf>,
@@ -393,6 +399,7 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
         compaction_interval: a.compaction_interval,
         bookmark_interval: a.bookmark_interval,
         pod_security_admission_config_file: a.pod_security_admission_config_file,
+        anonymous_auth: a.anonymous_auth,
         test_cert_validity: a.test_cert_validity,
         snapshots,
         datastore,
@@ -637,5 +644,20 @@ mod tests {
         assert!(err.contains("invalid container log max size \"lots\""), "{err}");
         let err = args(&["--container-log-monitor-interval=10ms"]).expect_err("too short").to_string();
         assert!(err.starts_with("--container-log-monitor-interval: "), "{err}");
+    }
+
+    #[test]
+    fn anonymous_auth_defaults_to_true_and_takes_false_as_upstreams_flag_does() {
+        let anonymous = |flags: &[&str]| {
+            let argv = ["k1s", "server"].iter().chain(flags).copied();
+            let cli = Cli::try_parse_from(argv).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let Command::Server(a) = cli.command else { panic!("not server") };
+            server_config(*a).map(|c| c.anonymous_auth)
+        };
+        assert!(anonymous(&[]).expect("default"));
+        assert!(anonymous(&["--anonymous-auth"]).expect("bare flag"));
+        assert!(!anonymous(&["--anonymous-auth=false"]).expect("false"));
+        assert!(anonymous(&["--anonymous-auth=true"]).expect("true"));
+        assert!(anonymous(&["--anonymous-auth=no"]).is_err());
     }
 }

@@ -78,8 +78,9 @@ fn each_kind_of_bad_input_gets_its_status_and_writes_nothing() {
     let (code, body) =
         s.curl("GET", "/api/v1/namespaces/default/configmaps?limit=1&continue=bm90LWEtdG9rZW4", None, None);
     assert_status(code, &body, 400, "BadRequest");
-    // Unauthenticated: 401; health is public.
-    assert_eq!(s.curl_anonymous("/api/v1/namespaces"), 401);
+    // Without credentials: system:anonymous, whom RBAC refuses (403, as upstream); health is
+    // public.
+    assert_eq!(s.curl_anonymous("/api/v1/namespaces"), 403);
     assert_eq!(s.curl_anonymous("/readyz"), 200);
     // Nothing but "ok" was written.
     let mut after = names(&s);

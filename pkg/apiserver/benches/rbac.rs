@@ -57,7 +57,7 @@ fn main() {
         "list secrets (no rule: every binding tried), shared authorizer",
         20_000,
         || decide(&shared, &secrets),
-        Decision::NoOpinion,
+        Decision::no_opinion(),
     );
     time(
         "list pods, a fresh authorizer per decision (everything decoded)",

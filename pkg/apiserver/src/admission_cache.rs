@@ -1,7 +1,8 @@
 //! Watch-fed caches of the objects admission plugins read on every request (upstream's
 //! informer listers): ResourceQuotas and LimitRanges by namespace, and the Namespaces whose
 //! labels PodSecurity and the admission policies select on, each object decoded once when it
-//! changes instead of read and decoded from the store on every create.
+//! changes instead of read and decoded from the store on every create; and the Pods and
+//! PersistentVolumes the Node authorizer follows.
 //!
 //! A cache lists its prefix once, then follows a store watch from the list's revision. It
 //! has no task of its own: every read first takes the watch's pending events. The store
@@ -55,6 +56,14 @@ impl<T> Cache<T> {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         self.sync(&mut inner)?;
         Ok(inner.by_namespace.get(namespace).and_then(|m| m.get(name)).cloned())
+    }
+
+    /// Whether an object in `namespace` satisfies `f` (asked under the cache's lock: `f` must
+    /// not read the cache).
+    pub fn any(&self, namespace: &str, mut f: impl FnMut(&T) -> bool) -> Result<bool, StoreError> {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        self.sync(&mut inner)?;
+        Ok(inner.by_namespace.get(namespace).is_some_and(|m| m.values().any(|v| f(v))))
     }
 
     fn insert(&self, inner: &mut Inner<T>, kv: &KeyValue) {

@@ -1,7 +1,8 @@
-//! Authentication (who is calling) and authorization (may they do this), each behind a trait so
-//! that bearer tokens and RBAC plug in later without touching the request path.
+//! Authentication (who is calling) and authorization (may they do this), each behind a trait:
+//! authenticators are tried in turn, then authorizers in upstream's order: `system:masters`
+//! ([`SystemMasters`]), the Node authorizer, RBAC.
 
-use crate::request::{RequestInfo, RequestSubresource, RequestVerb, Verb};
+use crate::request::{RequestInfo, RequestSubresource, RequestVerb};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
@@ -148,8 +149,16 @@ pub struct Attributes<'a> {
 pub enum Decision {
     Allow,
     Deny(String),
-    /// No opinion: the next authorizer decides.
-    NoOpinion,
+    /// No opinion, with why (empty when there is nothing to say): the next authorizer decides.
+    /// A request no authorizer allows is refused with the reasons given on the way.
+    NoOpinion(String),
+}
+
+impl Decision {
+    /// No opinion and nothing to say about it.
+    pub fn no_opinion() -> Decision {
+        Decision::NoOpinion(String::new())
+    }
 }
 
 pub trait Authorizer: Send + Sync {
@@ -163,68 +172,50 @@ impl<T: Authorizer + ?Sized> Authorizer for std::sync::Arc<T> {
     }
 }
 
-/// Built-in policy, consulted before RBAC: `system:masters` may do anything; the built-in components
-/// (controller manager, scheduler, nodes, proxy) may act in their roles; everyone authenticated
-/// may read discovery, OpenAPI, version and health endpoints and review their own access.
-pub struct BuiltinAuthorizer;
+/// The group whose members may do anything: the only one that bypasses RBAC.
+pub const MASTERS_GROUP: &str = "system:masters";
 
-const COMPONENT_USERS: &[&str] =
-    &["system:kube-controller-manager", "system:kube-scheduler", "system:kube-proxy", "system:k1s-supervisor"];
+/// Asked first, as upstream's privileged-group authorizer: `system:masters` may do anything.
+/// Everyone else, the built-in components included, is decided by the Node authorizer and
+/// RBAC.
+pub struct SystemMasters;
 
-impl Authorizer for BuiltinAuthorizer {
+impl Authorizer for SystemMasters {
     fn authorize(&self, attrs: &Attributes<'_>) -> Decision {
-        let u = attrs.user;
-        if u.groups.iter().any(|g| g == "system:masters") {
-            return Decision::Allow;
+        if attrs.user.groups.iter().any(|g| g == MASTERS_GROUP) {
+            Decision::Allow
+        } else {
+            Decision::no_opinion()
         }
-        if COMPONENT_USERS.contains(&u.name.as_str()) {
-            return Decision::Allow;
-        }
-        // Cluster DNS only reads Services, EndpointSlices and Namespaces.
-        if u.name == "system:k1s-dns" && matches!(attrs.info.verb.api(), Some(Verb::Get | Verb::List | Verb::Watch)) {
-            return Decision::Allow;
-        }
-        if u.name.starts_with("system:node:") && u.groups.iter().any(|g| g == "system:nodes") {
-            return Decision::Allow;
-        }
-        let info = attrs.info;
-        if !info.is_resource && (info.verb.is(Verb::Get) || info.verb.as_str() == "head") {
-            let p = info.path.as_str();
-            let public =
-                ["/api", "/apis", "/version", "/openapi", "/livez", "/readyz", "/healthz", "/.well-known", "/openid"];
-            if u.groups.iter().any(|g| g == "system:authenticated")
-                && public.iter().any(|x| p == *x || p.starts_with(&format!("{x}/")))
-            {
-                return Decision::Allow;
-            }
-        }
-        if info.is_resource
-            && info.verb.is(Verb::Create)
-            && (info.group == "authorization.k8s.io" || info.group == "authentication.k8s.io")
-            && matches!(
-                info.resource.as_str(),
-                "selfsubjectaccessreviews" | "selfsubjectrulesreviews" | "selfsubjectreviews"
-            )
-            && u.groups.iter().any(|g| g == "system:authenticated")
-        {
-            return Decision::Allow;
-        }
-        Decision::NoOpinion
     }
 }
 
-/// Tries authorizers in order until one has an opinion; no opinion at all is a denial.
+/// The node a kubelet's user names (upstream's node identifier): `Some(name)` for a user
+/// `system:node:<name>` in the group `system:nodes` (`Some("")` when the name is missing,
+/// which nothing allows), `None` for any other user.
+pub fn node_name(user: &UserInfo) -> Option<&str> {
+    let name = user.name.strip_prefix("system:node:")?;
+    user.groups.iter().any(|g| g == "system:nodes").then_some(name)
+}
+
+/// Tries authorizers in order until one allows or denies; when none does, there is no opinion
+/// (which refuses the request) with the reasons they gave, one a line.
 pub struct UnionAuthorizer(pub Vec<Box<dyn Authorizer>>);
 
 impl Authorizer for UnionAuthorizer {
     fn authorize(&self, attrs: &Attributes<'_>) -> Decision {
+        let mut reasons: Vec<String> = Vec::new();
         for a in &self.0 {
             match a.authorize(attrs) {
-                Decision::NoOpinion => continue,
+                Decision::NoOpinion(reason) => {
+                    if !reason.is_empty() {
+                        reasons.push(reason);
+                    }
+                }
                 d => return d,
             }
         }
-        Decision::Deny(String::new())
+        Decision::NoOpinion(reasons.join("\n"))
     }
 }
 
@@ -344,40 +335,69 @@ mod tests {
         let admin = UserInfo::new("admin", &["system:masters", "system:authenticated"]);
         let bob = UserInfo::new("bob", &["system:authenticated"]);
         // No headers: the user as authenticated.
-        assert_eq!(impersonate(&BuiltinAuthorizer, bob.clone(), &headers(&[])).expect("plain"), bob);
+        assert_eq!(impersonate(&SystemMasters, bob.clone(), &headers(&[])).expect("plain"), bob);
         let h = headers(&[
             ("impersonate-user", "alice"),
             ("impersonate-group", "devs"),
             ("impersonate-extra-scopes", "view"),
             ("impersonate-uid", "u-1"),
         ]);
-        let alice = impersonate(&BuiltinAuthorizer, admin.clone(), &h).expect("masters may impersonate");
+        let alice = impersonate(&SystemMasters, admin.clone(), &h).expect("masters may impersonate");
         assert_eq!(alice.name, "alice");
         assert_eq!(alice.uid, "u-1");
         assert_eq!(alice.groups, vec!["devs".to_string(), "system:authenticated".to_string()]);
         assert_eq!(alice.extra.get("scopes"), Some(&vec!["view".to_string()]));
-        let e = impersonate(&BuiltinAuthorizer, bob, &h).expect_err("bob may not");
+        let e = impersonate(&SystemMasters, bob, &h).expect_err("bob may not");
         assert_eq!(e.code, 403);
-        let anon =
-            impersonate(&BuiltinAuthorizer, admin.clone(), &headers(&[("impersonate-user", "system:anonymous")]))
-                .expect("anonymous");
+        let anon = impersonate(&SystemMasters, admin.clone(), &headers(&[("impersonate-user", "system:anonymous")]))
+            .expect("anonymous");
         assert_eq!(anon.groups, vec!["system:unauthenticated".to_string()]);
-        let e = impersonate(&BuiltinAuthorizer, admin, &headers(&[("impersonate-group", "devs")]))
+        let e = impersonate(&SystemMasters, admin, &headers(&[("impersonate-group", "devs")]))
             .expect_err("groups without a user");
         assert_eq!(e.code, 500);
     }
 
     #[test]
-    fn masters_allowed_and_strangers_only_get_discovery() {
+    fn only_system_masters_bypass_the_other_authorizers() {
         let admin = UserInfo::new("admin", &["system:masters"]);
         let bob = UserInfo::new("bob", &["system:authenticated"]);
-        let a = BuiltinAuthorizer;
+        let controllers = UserInfo::new("system:kube-controller-manager", &["system:authenticated"]);
         let pods = info("list", "/api/v1/pods");
-        assert_eq!(a.authorize(&Attributes { user: &admin, info: &pods }), Decision::Allow);
-        assert_eq!(a.authorize(&Attributes { user: &bob, info: &pods }), Decision::NoOpinion);
-        assert_eq!(a.authorize(&Attributes { user: &bob, info: &info("get", "/apis") }), Decision::Allow);
-        let ssar = info("create", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews");
-        assert_eq!(a.authorize(&Attributes { user: &bob, info: &ssar }), Decision::Allow);
+        let decide = |u: &UserInfo, i: &RequestInfo| SystemMasters.authorize(&Attributes { user: u, info: i });
+        assert_eq!(decide(&admin, &pods), Decision::Allow);
+        assert_eq!(decide(&bob, &pods), Decision::no_opinion());
+        assert_eq!(decide(&controllers, &pods), Decision::no_opinion(), "a built-in component goes through RBAC");
+        assert_eq!(decide(&bob, &info("get", "/apis")), Decision::no_opinion(), "discovery comes from RBAC too");
+    }
+
+    #[test]
+    fn a_union_refuses_with_the_reasons_of_those_without_an_opinion() {
+        struct Says(Decision);
+        impl Authorizer for Says {
+            fn authorize(&self, _: &Attributes<'_>) -> Decision {
+                self.0.clone()
+            }
+        }
+        let bob = UserInfo::new("bob", &[]);
+        let pods = info("list", "/api/v1/pods");
+        let union = |d: Vec<Decision>| {
+            UnionAuthorizer(d.into_iter().map(|d| Box::new(Says(d)) as Box<dyn Authorizer>).collect())
+                .authorize(&Attributes { user: &bob, info: &pods })
+        };
+        let why = |s: &str| Decision::NoOpinion(s.to_string());
+        assert_eq!(union(vec![why("first"), Decision::no_opinion(), why("second")]), why("first\nsecond"));
+        assert_eq!(union(vec![why("first"), Decision::Allow, Decision::Deny("no".into())]), Decision::Allow);
+        assert_eq!(union(vec![Decision::Deny("no".into()), Decision::Allow]), Decision::Deny("no".into()));
+        assert_eq!(union(vec![]), Decision::no_opinion());
+    }
+
+    #[test]
+    fn a_node_is_a_system_node_user_in_the_nodes_group() {
+        let user = |name: &str, groups: &[&str]| UserInfo::new(name, groups);
+        assert_eq!(node_name(&user("system:node:n1", &["system:nodes"])), Some("n1"));
+        assert_eq!(node_name(&user("system:node:", &["system:nodes"])), Some(""), "a node without a name");
+        assert_eq!(node_name(&user("system:node:n1", &["system:authenticated"])), None, "not in system:nodes");
+        assert_eq!(node_name(&user("alice", &["system:nodes"])), None);
     }
 
     #[test]

@@ -128,7 +128,7 @@ mod tests {
             if ok {
                 Decision::Allow
             } else {
-                Decision::NoOpinion
+                Decision::no_opinion()
             }
         }
     }

@@ -110,7 +110,13 @@ impl ApiError {
     }
 
     pub fn forbidden(user: &str, verb: &str, info: &ResourceTarget<'_>) -> Self {
-        let what = match info {
+        Self::forbidden_because(user, verb, info, "")
+    }
+
+    /// [`ApiError::forbidden`] with the authorizers' reason after the message (upstream's
+    /// `<message>: <reason>`), when they gave one.
+    pub fn forbidden_because(user: &str, verb: &str, info: &ResourceTarget<'_>, reason: &str) -> Self {
+        let mut what = match info {
             ResourceTarget::Resource { group, resource, subresource, namespace, name } => {
                 let res = match subresource {
                     Some(s) => format!("{resource}/{s}"),
@@ -131,6 +137,10 @@ impl ApiError {
             }
             ResourceTarget::Path(p) => format!("forbidden: User \"{user}\" cannot {verb} path \"{p}\""),
         };
+        if !reason.is_empty() {
+            what.push_str(": ");
+            what.push_str(reason);
+        }
         let mut e = Self::new(403, "Forbidden", what);
         if let ResourceTarget::Resource { group, resource, name, .. } = info {
             e = e.with_target(group, resource, name.unwrap_or(""));

@@ -63,7 +63,11 @@ async fn authenticated(
     let user = match state.authn.authenticate(&Credentials { peer, authorization_header: auth_header.as_deref() }).await
     {
         Ok(Some(u)) => u,
-        Ok(None) => UserInfo::anonymous(),
+        // Without credentials: `system:anonymous`, whom RBAC decides for like anyone else
+        // (`system:public-info-viewer` lets it read /version and the health checks), unless
+        // anonymous requests are turned off (`--anonymous-auth=false`).
+        Ok(None) if state.anonymous_auth => UserInfo::anonymous(),
+        Ok(None) => return refuse(req, &ApiError::unauthorized()).await,
         Err(e) => {
             tracing::debug!(error = %e, "authentication failed");
             return refuse(req, &ApiError::unauthorized()).await;
@@ -74,42 +78,32 @@ async fn authenticated(
         Err(e) => return refuse(req, &e).await,
     };
     tracing::Span::current().record("user", user.name.as_str());
-    let public = matches!(path.as_str(), "/version" | "/version/" | "/healthz" | "/livez" | "/readyz")
-        || path.starts_with("/livez/")
-        || path.starts_with("/readyz/")
-        || path.starts_with("/healthz/");
-    if user.is_anonymous() && !public {
-        return refuse(req, &ApiError::unauthorized()).await;
-    }
-    if !public {
-        match state.authz.authorize(&Attributes { user: &user, info }) {
-            Decision::Allow => {}
-            Decision::Deny(_) | Decision::NoOpinion => {
-                let target = if info.is_resource {
-                    ResourceTarget::Resource {
-                        group: &info.group,
-                        resource: &info.resource,
-                        subresource: info.subresource_name(),
-                        namespace: info.namespace.as_deref(),
-                        name: info.name.as_deref(),
-                    }
-                } else {
-                    ResourceTarget::Path(&path)
-                };
-                let e = ApiError::forbidden(&user.name, info.verb.as_str(), &target);
-                return refuse(req, &e).await;
-            }
+    match state.authz.authorize(&Attributes { user: &user, info }) {
+        Decision::Allow => {}
+        Decision::Deny(reason) | Decision::NoOpinion(reason) => {
+            let target = if info.is_resource {
+                ResourceTarget::Resource {
+                    group: &info.group,
+                    resource: &info.resource,
+                    subresource: info.subresource_name(),
+                    namespace: info.namespace.as_deref(),
+                    name: info.name.as_deref(),
+                }
+            } else {
+                ResourceTarget::Path(&path)
+            };
+            let e = ApiError::forbidden_because(&user.name, info.verb.as_str(), &target, &reason);
+            tracing::debug!(reason = %reason, "forbidden");
+            return refuse(req, &e).await;
         }
     }
     let started = std::time::Instant::now();
     // A group-version an APIService hands to another server is proxied there, as the caller
     // (authorized above, as upstream's aggregator authorizes before proxying).
-    if !public {
-        if let Some(remote) = state.aggregator.route(&path) {
-            let resp = state.aggregator.proxy(req, &user, &remote).await;
-            tracing::debug!(apiservice = %remote.name, status = resp.status().as_u16(), "proxied");
-            return resp;
-        }
+    if let Some(remote) = state.aggregator.route(&path) {
+        let resp = state.aggregator.proxy(req, &user, &remote).await;
+        tracing::debug!(apiservice = %remote.name, status = resp.status().as_u16(), "proxied");
+        return resp;
     }
     let resp = if info.is_resource {
         match resource::serve(state, req, info, query, &user).await {

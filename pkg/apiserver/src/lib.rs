@@ -13,6 +13,7 @@ mod admission_cache;
 pub mod aggregator;
 pub mod auth;
 pub mod authn;
+mod bootstrap_policy;
 mod certificate_admission;
 mod crd_catalog;
 mod custom_resources;
@@ -29,6 +30,8 @@ mod lifecycle;
 mod limit_ranger;
 mod metrics_api;
 mod monitoring;
+mod node_authorizer;
+mod node_restriction;
 mod object;
 mod pod_admission;
 pub mod pod_security;
@@ -93,6 +96,9 @@ pub struct Config {
     /// Bearer token authentication besides ServiceAccount tokens: the token file and OIDC
     /// (bootstrap tokens are always on).
     pub authentication: authn::Loaded,
+    /// Whether requests without credentials are served as `system:anonymous` (and authorized by
+    /// RBAC like any other); `false` answers them 401 (`--anonymous-auth=false`).
+    pub anonymous_auth: bool,
 }
 
 /// A running API server.
@@ -120,8 +126,12 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     let objects: Arc<dyn serviceaccount::claims::ObjectGetter> =
         Arc::new(serviceaccount::StoreObjects(config.store.clone()));
     let rbac = Arc::new(rbac::RbacAuthorizer::new(config.store.clone()));
-    let authz: Arc<dyn auth::Authorizer> =
-        Arc::new(auth::UnionAuthorizer(vec![Box::new(auth::BuiltinAuthorizer), Box::new(rbac.clone())]));
+    // Upstream's order: system:masters, the Node authorizer, RBAC.
+    let authz: Arc<dyn auth::Authorizer> = Arc::new(auth::UnionAuthorizer(vec![
+        Box::new(auth::SystemMasters),
+        Box::new(node_authorizer::NodeAuthorizer::new(config.store.clone())),
+        Box::new(rbac.clone()),
+    ]));
     let hooks = webhooks::Webhooks::new(config.store.clone());
     let policies = policy::Policies::new(config.store.clone());
     let limit_ranger = limit_ranger::LimitRanger::new(config.store.clone())
@@ -140,6 +150,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
             Box::new(webhooks::MutatingWebhooks(hooks.clone())),
         ],
         validating: vec![
+            Box::new(node_restriction::NodeRestriction),
             Box::new(lifecycle::NamespaceLifecycle { store: config.store.clone() }),
             Box::new(limit_ranger),
             Box::new(pod_security::PodSecurity::new(config.store.clone(), config.pod_security.clone())),
@@ -203,6 +214,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         registry: registry.clone(),
         authn: authn::RequestAuthenticator { x509: auth::X509Authenticator, tokens: token_authenticators },
         authz: Box::new(authz),
+        anonymous_auth: config.anonymous_auth,
         server_address: config.advertise.clone().unwrap_or_else(|| local_addr.to_string()),
         cancel: cancel.clone(),
         ready: AtomicBool::new(false),

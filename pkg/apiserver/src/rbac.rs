@@ -6,19 +6,20 @@
 //! ClusterRoles their selectors match, resolved when a request is authorized.
 //!
 //! Also the default roles and bindings every cluster starts with (`cluster-admin`, `admin`,
-//! `edit`, `view`, discovery and self-review access), created on start when missing and, as
-//! upstream's RBAC bootstrap does on every start, given what a newer default adds to them.
+//! `edit`, `view`, discovery and self-review access, and the built-in components' roles of
+//! `bootstrap_policy`), created on start when missing and, as upstream's RBAC bootstrap does on
+//! every start, given what a newer default adds to them.
 
+use crate::admission_cache::Cache;
 use crate::auth::{Attributes, Authorizer, Decision, UserInfo};
 use crate::registry::Registry;
 use crate::request::{RequestInfo, RequestSubresource, RequestVerb};
 use k1s_api::resources::ResourceInfo;
-use k1s_store::Store;
+use k1s_store::{KeyValue, Store};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 const GROUP: &str = "rbac.authorization.k8s.io";
 
@@ -131,163 +132,107 @@ struct Role {
     aggregation_rule: Option<AggregationRule>,
 }
 
-/// Objects decoded from the store, kept by key with the revision they were decoded at: every
-/// authorization reads the current keys and revisions, and decodes only what changed since.
-struct Decoded<T> {
-    objects: Mutex<BTreeMap<String, (u64, Arc<T>)>>,
+fn decode<T: DeserializeOwned>(kv: &KeyValue) -> Option<T> {
+    serde_json::from_slice(&kv.value).ok()
 }
 
-impl<T: DeserializeOwned> Decoded<T> {
-    fn new() -> Self {
-        Decoded { objects: Mutex::new(BTreeMap::new()) }
-    }
-
-    fn decoded(objects: &mut BTreeMap<String, (u64, Arc<T>)>, kv: &k1s_store::KeyValue) -> Option<Arc<T>> {
-        if let Some((rev, obj)) = objects.get(&kv.key) {
-            if *rev == kv.mod_revision {
-                return Some(obj.clone());
-            }
-        }
-        let obj = Arc::new(serde_json::from_slice::<T>(&kv.value).ok()?);
-        objects.insert(kv.key.clone(), (kv.mod_revision, obj.clone()));
-        Some(obj)
-    }
-
-    fn list(&self, store: &Store, prefix: &str) -> Vec<Arc<T>> {
-        let page = match store.list(prefix, None, 0, None) {
-            Ok(page) => page,
-            Err(e) => {
-                tracing::warn!(prefix, error = %e, "RBAC: reading the policy failed");
-                return Vec::new();
-            }
-        };
-        let mut objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
-        let listed: Vec<Arc<T>> = page.items.iter().filter_map(|kv| Self::decoded(&mut objects, kv)).collect();
-        // Forget what is gone from under the prefix.
-        let live: HashSet<&str> = page.items.iter().map(|kv| kv.key.as_str()).collect();
-        let gone: Vec<String> = objects
-            .range(prefix.to_string()..)
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .filter(|(k, _)| !live.contains(k.as_str()))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in gone {
-            objects.remove(&k);
-        }
-        listed
-    }
-
-    fn get(&self, store: &Store, key: &str) -> Option<Arc<T>> {
-        let kv = store.get(key).ok().flatten();
-        let mut objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
-        match kv {
-            Some(kv) => Self::decoded(&mut objects, &kv),
-            None => {
-                objects.remove(key);
-                None
-            }
-        }
-    }
-
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.objects.lock().map(|o| o.len()).unwrap_or(0)
-    }
-}
-
-/// The RBAC authorizer, reading roles and bindings from the store.
+/// The RBAC authorizer, reading roles and bindings from watch-fed caches of the store (each
+/// object decoded once when it changes; a read first takes the store's pending events, so it
+/// sees every completed write, as a read from the store would).
 pub struct RbacAuthorizer {
-    store: Store,
-    bindings: Decoded<Binding>,
-    roles: Decoded<Role>,
+    cluster_bindings: Cache<Binding>,
+    bindings: Cache<Binding>,
+    cluster_roles: Cache<Role>,
+    roles: Cache<Role>,
+}
+
+/// Logs a failed read of the policy; the read then grants nothing.
+fn or_nothing<T: Default>(what: &str, r: Result<T, k1s_store::StoreError>) -> T {
+    r.unwrap_or_else(|e| {
+        tracing::warn!(what, error = %e, "RBAC: reading the policy failed");
+        T::default()
+    })
 }
 
 impl RbacAuthorizer {
     pub fn new(store: Store) -> Self {
-        RbacAuthorizer { store, bindings: Decoded::new(), roles: Decoded::new() }
+        let prefix =
+            |r: &str| info(r).map(ResourceInfo::storage_prefix).unwrap_or_else(|| format!("/registry/{GROUP}/{r}/"));
+        RbacAuthorizer {
+            cluster_bindings: Cache::new(store.clone(), &prefix("clusterrolebindings"), decode::<Binding>),
+            bindings: Cache::new(store.clone(), &prefix("rolebindings"), decode::<Binding>),
+            cluster_roles: Cache::new(store.clone(), &prefix("clusterroles"), decode::<Role>),
+            roles: Cache::new(store, &prefix("roles"), decode::<Role>),
+        }
     }
 
-    fn list_bindings(&self, prefix: &str) -> Vec<Arc<Binding>> {
-        self.bindings.list(&self.store, prefix)
-    }
-
-    fn get_role(&self, info: &ResourceInfo, namespace: Option<&str>, name: &str) -> Option<Arc<Role>> {
-        self.roles.get(&self.store, &Registry::key(info, namespace, name))
-    }
-
-    /// A ClusterRole's rules, with those of the ClusterRoles it aggregates.
-    fn cluster_role_rules(&self, name: &str) -> Vec<PolicyRule> {
-        let Some(roles) = info("clusterroles") else { return Vec::new() };
+    /// A ClusterRole with the ClusterRoles it aggregates.
+    fn cluster_role(&self, name: &str, out: &mut Vec<Arc<Role>>) {
+        let Some(role) = or_nothing("clusterroles", self.cluster_roles.get("", name)) else { return };
         let mut seen = vec![name.to_string()];
-        let Some(role) = self.get_role(roles, None, name) else { return Vec::new() };
-        let mut rules = Vec::new();
         let mut all = None;
-        self.collect(roles, &role, &mut all, &mut seen, &mut rules);
-        rules
+        self.collect(role, &mut all, &mut seen, out);
     }
 
-    /// `role`'s rules and those of the roles it aggregates; `all` is every ClusterRole, listed
-    /// once when the first aggregation needs it.
+    /// `role` and the roles it aggregates; `all` is every ClusterRole, listed once when the
+    /// first aggregation needs it.
     fn collect(
         &self,
-        roles: &ResourceInfo,
-        role: &Role,
+        role: Arc<Role>,
         all: &mut Option<Vec<Arc<Role>>>,
         seen: &mut Vec<String>,
-        rules: &mut Vec<PolicyRule>,
+        out: &mut Vec<Arc<Role>>,
     ) {
-        rules.extend(role.rules.iter().flatten().cloned());
-        let Some(agg) = &role.aggregation_rule else { return };
-        let selectors: Vec<k1s_api::selectors::Selector> = agg
-            .cluster_role_selectors
+        let selectors: Vec<k1s_api::selectors::Selector> = role
+            .aggregation_rule
             .iter()
+            .flat_map(|agg| &agg.cluster_role_selectors)
             .filter_map(|s| k1s_api::selectors::Selector::from_label_selector(s).ok())
             .collect();
+        out.push(role);
         if selectors.is_empty() {
             return;
         }
-        let listed = all.get_or_insert_with(|| self.roles.list(&self.store, &roles.storage_prefix())).clone();
+        let listed = all.get_or_insert_with(|| or_nothing("clusterroles", self.cluster_roles.list(""))).clone();
         for other in listed {
             let (name, labels) = (&other.metadata.name, other.metadata.labels.as_ref());
             if seen.contains(name) || !selectors.iter().any(|s| s.matches_labels(labels)) {
                 continue;
             }
             seen.push(name.clone());
-            self.collect(roles, &other, all, seen, rules);
+            self.collect(other.clone(), all, seen, out);
         }
+    }
+
+    /// The roles a binding grants (a RoleBinding's Role in its namespace).
+    fn bound_roles(&self, binding: &Binding, namespace: Option<&str>) -> Vec<Arc<Role>> {
+        let mut out = Vec::new();
+        match (binding.role_ref.kind.as_str(), namespace) {
+            ("ClusterRole", _) => self.cluster_role(&binding.role_ref.name, &mut out),
+            ("Role", Some(ns)) => out.extend(or_nothing("roles", self.roles.get(ns, &binding.role_ref.name))),
+            _ => {}
+        }
+        out
     }
 
     /// The rules a binding grants (a RoleBinding's in its namespace).
     fn bound_rules(&self, binding: &Binding, namespace: Option<&str>) -> Vec<PolicyRule> {
-        match (binding.role_ref.kind.as_str(), namespace) {
-            ("ClusterRole", _) => self.cluster_role_rules(&binding.role_ref.name),
-            ("Role", Some(ns)) => info("roles")
-                .and_then(|roles| self.get_role(roles, Some(ns), &binding.role_ref.name))
-                .and_then(|r| r.rules.clone())
-                .unwrap_or_default(),
-            _ => Vec::new(),
-        }
+        self.bound_roles(binding, namespace).iter().flat_map(|r| r.rules.iter().flatten().cloned()).collect()
     }
 
-    /// Hands `grant` the rules of each binding that names `user`: the ClusterRoleBindings, then,
+    /// Hands `grant` the roles of each binding that names `user`: the ClusterRoleBindings, then,
     /// with `namespace`, the RoleBindings there; stops at the first `true`, and says whether
     /// there was one.
-    fn any_grant(
-        &self,
-        user: &UserInfo,
-        namespace: Option<&str>,
-        mut grant: impl FnMut(Vec<PolicyRule>) -> bool,
-    ) -> bool {
-        let mut scopes = vec![(info("clusterrolebindings").map(ResourceInfo::storage_prefix), None)];
-        if let Some(ns) = namespace.filter(|n| !n.is_empty()) {
-            scopes.push((info("rolebindings").map(|rb| format!("{}{ns}/", rb.storage_prefix())), Some(ns)));
+    fn any_grant(&self, user: &UserInfo, namespace: Option<&str>, mut grant: impl FnMut(&[Arc<Role>]) -> bool) -> bool {
+        for b in or_nothing("clusterrolebindings", self.cluster_bindings.list("")) {
+            if b.applies_to(user, None) && grant(&self.bound_roles(&b, None)) {
+                return true;
+            }
         }
-        for (prefix, ns) in scopes {
-            let Some(prefix) = prefix else { continue };
-            for b in self.list_bindings(&prefix) {
-                if b.applies_to(user, ns) && grant(self.bound_rules(&b, ns)) {
-                    return true;
-                }
+        let Some(ns) = namespace.filter(|n| !n.is_empty()) else { return false };
+        for b in or_nothing("rolebindings", self.bindings.list(ns)) {
+            if b.applies_to(user, Some(ns)) && grant(&self.bound_roles(&b, Some(ns))) {
+                return true;
             }
         }
         false
@@ -297,8 +242,8 @@ impl RbacAuthorizer {
     /// what a SelfSubjectRulesReview lists.
     pub fn rules_for(&self, user: &UserInfo, namespace: Option<&str>) -> Vec<PolicyRule> {
         let mut rules = Vec::new();
-        self.any_grant(user, namespace, |granted| {
-            rules.extend(granted);
+        self.any_grant(user, namespace, |roles| {
+            rules.extend(roles.iter().flat_map(|r| r.rules.iter().flatten().cloned()));
             false
         });
         rules
@@ -312,10 +257,11 @@ impl Authorizer for RbacAuthorizer {
         // info gives `/api/v1/namespaces/<name>` that namespace).
         let own = (req.resource == "namespaces" && req.group.is_empty()).then_some(req.name.as_deref()).flatten();
         let namespace = req.namespace.as_deref().or(own).filter(|_| req.is_resource);
-        if self.any_grant(attrs.user, namespace, |rules| rules.iter().any(|r| r.allows(req))) {
+        let allows = |roles: &[Arc<Role>]| roles.iter().flat_map(|r| r.rules.iter().flatten()).any(|r| r.allows(req));
+        if self.any_grant(attrs.user, namespace, allows) {
             Decision::Allow
         } else {
-            Decision::NoOpinion
+            Decision::no_opinion()
         }
     }
 }
@@ -323,8 +269,7 @@ impl Authorizer for RbacAuthorizer {
 /// Upstream's escalation prevention, as a validating admission step for the RBAC kinds: a user may
 /// create or update a Role or ClusterRole only with rules it already holds (or the `escalate`
 /// verb on it), and a binding only to a role whose rules it holds (or the `bind` verb on the
-/// role). The built-in identities and `system:masters` are exempt, as upstream exempts
-/// `system:masters`.
+/// role). `system:masters` is exempt (its requests never reach RBAC), as upstream's.
 pub struct EscalationCheck {
     pub rbac: Arc<RbacAuthorizer>,
     /// The API server's authorizer, which decides `escalate` and `bind` as any other verb.
@@ -498,15 +443,15 @@ fn describe(r: &PolicyRule) -> String {
     format!("{{{}}}", parts.join(", "))
 }
 
-fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
+pub(crate) fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
     json!({"apiGroups": groups, "resources": resources, "verbs": verbs})
 }
 
-fn urls(urls: &[&str], verbs: &[&str]) -> Value {
+pub(crate) fn urls(urls: &[&str], verbs: &[&str]) -> Value {
     json!({"nonResourceURLs": urls, "verbs": verbs})
 }
 
-const READ: &[&str] = &["get", "list", "watch"];
+pub(crate) const READ: &[&str] = &["get", "list", "watch"];
 const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
 const READ_WRITE: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
 
@@ -741,13 +686,27 @@ pub fn default_policy() -> Vec<Value> {
         }
         objects.push(role);
     }
+    let components = crate::bootstrap_policy::component_roles().into_iter().map(|(n, r)| (n.to_string(), r));
+    let controllers = crate::bootstrap_policy::controller_roles()
+        .into_iter()
+        .map(|(n, r)| (format!("{}{n}", crate::bootstrap_policy::CONTROLLER_PREFIX), r));
+    for (name, rules) in components.chain(controllers) {
+        objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                            "metadata": bootstrap_metadata(&name, &json!({})), "rules": rules}));
+    }
+    let binding = |name: &str, role: &str, subjects: Vec<Value>| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": bootstrap_metadata(name, &json!({})),
+               "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": role},
+               "subjects": subjects})
+    };
     for (name, groups) in DEFAULT_BINDINGS {
         let subjects: Vec<Value> =
             groups.iter().map(|g| json!({"kind": "Group", "apiGroup": GROUP, "name": g})).collect();
-        objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                            "metadata": bootstrap_metadata(name, &json!({})),
-                            "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": name},
-                            "subjects": subjects}));
+        objects.push(binding(name, name, subjects));
+    }
+    for (name, role, subjects) in crate::bootstrap_policy::component_bindings() {
+        objects.push(binding(&name, &role, subjects));
     }
     objects
 }
@@ -1023,10 +982,8 @@ mod tests {
         // A binding that changes subject, or goes, takes the grant with it.
         put(&format!("{rbs}default/alice"), binding("bob")).await;
         assert!(!allowed("list", "pods", Some("default")));
-        let decoded = rbac.bindings.len();
         store.delete(&format!("{crbs}alice"), None).await.expect("delete");
         assert!(!allowed("list", "nodes", None));
-        assert_eq!(rbac.bindings.len(), decoded - 1, "a deleted binding is forgotten");
     }
 
     #[test]

@@ -205,6 +205,9 @@ pub struct RequestInfo {
     pub name: Option<String>,
     /// Path segments after the subresource (e.g. proxy paths).
     pub rest: Vec<String>,
+    /// The `fieldSelector` of a list or watch, as sent (the Node authorizer lets a kubelet list
+    /// only the pods `spec.nodeName=<its node>` selects).
+    pub field_selector: Option<String>,
 }
 
 fn decode_segment(s: &str) -> String {
@@ -263,6 +266,7 @@ impl RequestInfo {
             info.namespace = None;
         }
         let watch = legacy_watch || query.bool("watch");
+        info.field_selector = query.get("fieldSelector").map(str::to_string);
         let verb = match *method {
             http::Method::GET | http::Method::HEAD => {
                 if watch {
@@ -287,6 +291,27 @@ impl RequestInfo {
         };
         info.verb = RequestVerb::Api(verb);
         info
+    }
+
+    /// The object a request names: its name, or for a list or watch the name its field selector
+    /// requires (`metadata.name=<name>`), as upstream's request info gives it to authorizers.
+    pub fn selected_name(&self) -> Option<&str> {
+        if let Some(n) = &self.name {
+            return Some(n);
+        }
+        if !matches!(self.verb.api(), Some(Verb::List | Verb::Watch)) {
+            return None;
+        }
+        self.field_requirement("metadata.name")
+    }
+
+    /// The value a list or watch's field selector requires `field` to equal (`field=value` or
+    /// `field==value`), if it does.
+    pub fn field_requirement(&self, field: &str) -> Option<&str> {
+        self.field_selector.as_deref()?.split(',').find_map(|term| {
+            let (k, v) = term.split_once("==").or_else(|| term.split_once('=').filter(|(k, _)| !k.ends_with('!')))?;
+            (k.trim() == field).then(|| v.trim())
+        })
     }
 
     /// The subresource's name, if the request has one.

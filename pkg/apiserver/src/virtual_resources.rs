@@ -29,6 +29,7 @@ fn review_info(attrs: &Value) -> RequestInfo {
         subresource: Some(s("subresource")).filter(|x| !x.is_empty()).map(|x| RequestSubresource::named(&x)),
         name: Some(s("name")).filter(|x| !x.is_empty()),
         rest: Vec::new(),
+        field_selector: None,
     }
 }
 
@@ -48,7 +49,9 @@ fn access(authz: &dyn Authorizer, user: &UserInfo, spec: &Value) -> Value {
     match authz.authorize(&Attributes { user, info: &info }) {
         Decision::Allow => json!({"allowed": true}),
         Decision::Deny(reason) if !reason.is_empty() => json!({"allowed": false, "denied": true, "reason": reason}),
-        _ => json!({"allowed": false}),
+        Decision::Deny(_) => json!({"allowed": false, "denied": true}),
+        Decision::NoOpinion(reason) if !reason.is_empty() => json!({"allowed": false, "reason": reason}),
+        Decision::NoOpinion(_) => json!({"allowed": false}),
     }
 }
 
@@ -159,16 +162,11 @@ pub(crate) async fn handle(
                     "incomplete": false,
                 })
             } else {
-                // What the built-in policy gives every authenticated user, then what RBAC grants.
-                let mut resource_rules = vec![
-                    json!({"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]}),
-                ];
-                let mut non_resource_rules = vec![
-                    json!({"verbs": ["get"], "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"]}),
-                ];
+                // What RBAC grants (every authenticated user's discovery and self-review rules
+                // come from the default bindings).
+                let mut resource_rules: Vec<Value> = Vec::new();
+                let mut non_resource_rules: Vec<Value> = Vec::new();
                 let namespace = spec.get("namespace").and_then(Value::as_str);
-                // (The default system:basic-user and system:discovery bindings grant the same
-                // as the built-in policy: each rule is listed once.)
                 let add = |list: &mut Vec<Value>, rule: Value| {
                     if !list.contains(&rule) {
                         list.push(rule);
@@ -186,20 +184,14 @@ pub(crate) async fn handle(
                         add(&mut resource_rules, rule);
                     }
                 }
-                // The built-in components' powers come from the built-in policy, which is not
-                // a list of rules: for them the list is incomplete.
-                let probe = RequestInfo {
-                    is_resource: true,
-                    verb: RequestVerb::Api(Verb::Get),
-                    resource: "pods".into(),
-                    namespace: Some("default".into()),
-                    ..Default::default()
-                };
-                let incomplete = crate::auth::Authorizer::authorize(
-                    &crate::auth::BuiltinAuthorizer,
-                    &Attributes { user, info: &probe },
-                ) == Decision::Allow;
-                json!({"resourceRules": resource_rules, "nonResourceRules": non_resource_rules, "incomplete": incomplete})
+                // A kubelet's powers come from the Node authorizer, which is not a list of rules
+                // (upstream's answers the same).
+                if crate::auth::node_name(user).is_some() {
+                    json!({"resourceRules": resource_rules, "nonResourceRules": non_resource_rules, "incomplete": true,
+                           "evaluationError": "node authorizer does not support user rule resolution"})
+                } else {
+                    json!({"resourceRules": resource_rules, "nonResourceRules": non_resource_rules, "incomplete": false})
+                }
             };
         }
         "selfsubjectreviews" => {

@@ -52,7 +52,6 @@ pub struct Config {
     /// take far longer in total than a few at a time, and starve the control plane.
     pub parallel_starts: usize,
     pub kubelet_port: u16,
-    pub control_plane: bool,
     /// Parent cgroup of every pod (`/k1s` → `/k1s/pod<uid>` in each hierarchy).
     pub cgroup_root: String,
     /// `registries.yaml` credentials for pulls.
@@ -116,10 +115,19 @@ pub enum KubeletError {
     Dir { path: PathBuf, source: std::io::Error },
 }
 
+/// The kubelet's API clients.
+pub struct Clients {
+    /// With the node's identity (`system:node:<name>`), which the Node authorizer and
+    /// NodeRestriction narrow to this node's pods and what they reference.
+    pub node: kube::Client,
+    /// For the local-path provisioner, which creates and deletes PersistentVolumes.
+    pub provisioner: kube::Client,
+}
+
 /// Runs the kubelet until `cancel` fires.
 pub async fn run(
     config: Config,
-    client: kube::Client,
+    clients: Clients,
     runtime: Arc<dyn RuntimeService>,
     images: Arc<dyn ImageService>,
     cancel: CancellationToken,
@@ -134,6 +142,7 @@ pub async fn run(
     let runtime_version = format!("{}://{}", version.runtime_name, version.runtime_version);
     let host = host::gather(&config.root_dir);
     let parallel_starts = config.parallel_starts.max(1);
+    let Clients { node: client, provisioner } = clients;
     let shared = Arc::new(Shared {
         recorder: Arc::new(k1s_runtime::events::Recorder::new(client.clone(), "kubelet", Some(&config.node_name))),
         services: pods::env::services::ServiceCache::spawn(client.clone(), cancel.clone()),
@@ -168,7 +177,7 @@ pub async fn run(
     shared.kubelet_port.store(srv.local_addr.port(), std::sync::atomic::Ordering::Release);
     node::register(&shared, &host).await?;
     let heartbeat = tokio::spawn(node::heartbeat(shared.clone(), host));
-    tokio::spawn(local_path::run(shared.clone()));
+    tokio::spawn(local_path::run(shared.clone(), provisioner));
     let rotation = logs::rotation::LogRotator::new(shared.runtime.clone(), &shared.config.log_rotation)
         .map(|r| tokio::spawn(r.run(cancel.clone())));
     pods::run(shared.clone()).await;

@@ -82,6 +82,9 @@ fn on_node(v: &PersistentVolume, node: &str) -> bool {
 
 struct Provisioner {
     shared: Arc<Shared>,
+    /// The provisioner's own client (`system:k1s-local-path-provisioner`): a kubelet may not
+    /// create or delete PersistentVolumes.
+    client: kube::Client,
     claims: reflector::Store<PersistentVolumeClaim>,
     volumes: reflector::Store<PersistentVolume>,
 }
@@ -93,7 +96,7 @@ impl Provisioner {
 
     async fn provision(&self, c: &PersistentVolumeClaim) {
         let class_name = c.spec.as_ref().and_then(|s| s.storage_class_name.clone()).unwrap_or_default();
-        let classes: Api<StorageClass> = Api::all(self.shared.client.clone());
+        let classes: Api<StorageClass> = Api::all(self.client.clone());
         let class = match classes.get_opt(&class_name).await {
             Ok(Some(class)) if class.provisioner == PROVISIONER => class,
             Ok(_) => return,
@@ -127,7 +130,7 @@ impl Provisioner {
         }
         let pv = volume_for(c, &class, self.node(), &dir);
         let name = pv["metadata"]["name"].as_str().unwrap_or_default().to_string();
-        let volumes: Api<PersistentVolume> = Api::all(self.shared.client.clone());
+        let volumes: Api<PersistentVolume> = Api::all(self.client.clone());
         let pv: PersistentVolume = match serde_json::from_value(pv) {
             Ok(pv) => pv,
             Err(e) => {
@@ -168,7 +171,7 @@ impl Provisioner {
                 return;
             }
         }
-        let volumes: Api<PersistentVolume> = Api::all(self.shared.client.clone());
+        let volumes: Api<PersistentVolume> = Api::all(self.client.clone());
         match volumes.delete(&name, &DeleteParams::default()).await {
             Ok(_) => tracing::info!(volume = %name, "deleted a released local-path volume"),
             Err(kube::Error::Api(e)) if e.code == 404 => {}
@@ -207,9 +210,8 @@ impl Provisioner {
     }
 }
 
-/// Provisions and reclaims local-path volumes until the kubelet stops.
-pub async fn run(shared: Arc<Shared>) {
-    let client = shared.client.clone();
+/// Provisions and reclaims local-path volumes with `client` until the kubelet stops.
+pub async fn run(shared: Arc<Shared>, client: kube::Client) {
     let (claims, w1) = reflector::store::<PersistentVolumeClaim>();
     let (volumes, w2) = reflector::store::<PersistentVolume>();
     let watches = vec![
@@ -220,12 +222,12 @@ pub async fn run(shared: Arc<Shared>) {
         ),
         signal(
             1,
-            reflector::reflector(w2, watcher(Api::<PersistentVolume>::all(client), Default::default()))
+            reflector::reflector(w2, watcher(Api::<PersistentVolume>::all(client.clone()), Default::default()))
                 .default_backoff(),
         ),
     ];
     let cancel = shared.cancel.clone();
-    let p = Provisioner { shared, claims, volumes };
+    let p = Provisioner { shared, client, claims, volumes };
     sync_on_changes(watches, Duration::from_secs(15), &cancel, || p.sync()).await;
 }
 

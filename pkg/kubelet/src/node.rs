@@ -32,7 +32,9 @@ fn micro_now() -> String {
 /// The node object as this kubelet registers it.
 pub fn node_object(shared: &Shared, host: &HostInfo) -> Value {
     let c = &shared.config;
-    let mut labels = json!({
+    // No `node-role.kubernetes.io/*` labels: a kubelet may not set them on its own Node
+    // (NodeRestriction); the server labels its node's roles.
+    let labels = json!({
         "kubernetes.io/hostname": c.node_name,
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": host.arch,
@@ -40,10 +42,6 @@ pub fn node_object(shared: &Shared, host: &HostInfo) -> Value {
         "beta.kubernetes.io/arch": host.arch,
         "node.kubernetes.io/instance-type": "k1s",
     });
-    if c.control_plane {
-        labels["node-role.kubernetes.io/control-plane"] = json!("true");
-        labels["node-role.kubernetes.io/master"] = json!("true");
-    }
     json!({
         "apiVersion": "v1",
         "kind": "Node",

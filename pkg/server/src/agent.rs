@@ -90,6 +90,15 @@ pub async fn start(
     let cn = format!("system:node:{node}");
     let id = Identity { file: "kubelet", cn: &cn, orgs: &["system:nodes"], agent: "kubelet" };
     let client = component_client(pki, cred_dir, api_url, id).await?;
+    // The local-path provisioner creates and deletes PersistentVolumes, which no kubelet may:
+    // it has an identity (and role) of its own, as k3s's runs under its own ServiceAccount.
+    let id = Identity {
+        file: "local-path-provisioner",
+        cn: "system:k1s-local-path-provisioner",
+        orgs: &[],
+        agent: "local-path-provisioner",
+    };
+    let provisioner = component_client(pki, cred_dir, api_url, id).await?;
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
     let mut sans =
         vec![config.node_ip.to_string(), "127.0.0.1".to_string(), "localhost".to_string(), config.node_name.clone()];
@@ -112,7 +121,6 @@ pub async fn start(
         max_pods: 110,
         parallel_starts: k1s_kubelet::default_parallel_starts(),
         kubelet_port: config.kubelet_port,
-        control_plane: true,
         cgroup_root: "/k1s".into(),
         // With our own containerd, registries.yaml credentials live in its config: credentials in
         // a pull request would replace them for every mirror.
@@ -128,7 +136,8 @@ pub async fn start(
     let cancel_k = cancel.clone();
     let images = runtime.clone();
     tasks.push(Running::spawn("the kubelet", async move {
-        if let Err(e) = k1s_kubelet::run(kubelet_config, client, runtime, images, cancel_k).await {
+        let clients = k1s_kubelet::Clients { node: client, provisioner };
+        if let Err(e) = k1s_kubelet::run(kubelet_config, clients, runtime, images, cancel_k).await {
             tracing::error!(error = %k1s_api::errors::chain(&e), "kubelet stopped");
         }
     }));

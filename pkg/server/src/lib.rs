@@ -95,6 +95,9 @@ pub struct Config {
     /// Bearer token authentication besides ServiceAccount and bootstrap tokens: the static token
     /// file and OIDC.
     pub authentication: authn::Options,
+    /// Whether requests without credentials reach authorization as `system:anonymous`
+    /// (`--anonymous-auth`, default true) or are answered 401.
+    pub anonymous_auth: bool,
 }
 
 /// The store behind the API server.
@@ -402,8 +405,9 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     let service_account =
         k1s_apiserver::serviceaccount::TokenConfig::for_cluster_domain(pki.service_account_key()?, domain);
 
-    let kubelet_client =
-        pki.client("kube-apiserver-kubelet-client", "kube-apiserver-kubelet-client", &["system:masters"])?;
+    // Kubelets know the API server by this name; towards the API itself it is bound to
+    // `system:kubelet-api-admin` only, not in `system:masters`.
+    let kubelet_client = pki.client("kube-apiserver-kubelet-client", "kube-apiserver-kubelet-client", &[])?;
     let front_proxy = pki.front_proxy()?;
     // The API server's own client certificates, renewed without a restart like the serving ones.
     let client_slot = |pair: &k1s_pki::CertPair| {
@@ -454,6 +458,7 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
             pod_security,
             join: Some(join_endpoint),
             authentication,
+            anonymous_auth: config.anonymous_auth,
         },
         api_cancel.clone(),
     )
@@ -491,16 +496,20 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     let compactor = tokio::spawn(compact_periodically(store.clone(), config.compaction_interval, cancel.clone()));
     components.push(Running { name: "store compaction", task: compactor });
     components.push(deployer);
-    let ready = (!config.disable_agent).then(|| {
+    let ready = if config.disable_agent {
+        None
+    } else {
         systemd::status(&format!("waiting for node {} to be Ready", config.node_name));
-        tokio::spawn(notify_when_node_ready(config.write_kubeconfig.clone(), config.node_name.clone(), cancel.clone()))
-    });
+        let client = component_client(&pki, &cred, &api_url, SUPERVISOR).await?;
+        Some(tokio::spawn(supervise_node(client, config.node_name.clone(), cancel.clone())))
+    };
     let mut kubeconfigs = vec![certificates::Kubeconfig {
         file: "admin".into(),
         path: config.write_kubeconfig.clone(),
         mode: config.write_kubeconfig_mode,
     }];
-    for file in ["controller", "scheduler", "kubelet", "proxy", "dns", "deploy"] {
+    for file in ["controller", "scheduler", "kubelet", "local-path-provisioner", "proxy", "dns", "deploy", "supervisor"]
+    {
         let path = cred.join(format!("{file}.kubeconfig"));
         if path.exists() {
             kubeconfigs.push(certificates::Kubeconfig { file: file.into(), path, mode: 0o600 });
@@ -532,21 +541,44 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     result
 }
 
-/// Sends `READY=1` once the node reports Ready (watching it with the admin's credentials).
-async fn notify_when_node_ready(kubeconfig: PathBuf, node: String, cancel: CancellationToken) {
+/// `k1s server`'s own identity towards the API: it labels its node's roles and waits for the
+/// node to be Ready (the `system:k1s-supervisor` role: nodes only).
+const SUPERVISOR: Identity<'static> =
+    Identity { file: "supervisor", cn: "system:k1s-supervisor", orgs: &[], agent: "k1s-server" };
+
+/// The labels of a server's node, which the supervisor sets as k3s's server does: a kubelet may
+/// not set `node-role.kubernetes.io/*` on its own Node (NodeRestriction).
+const NODE_ROLE_LABELS: [&str; 2] = ["node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"];
+
+/// Labels the node with its roles once it has registered, then sends `READY=1` once it reports
+/// Ready.
+async fn supervise_node(client: kube::Client, node: String, cancel: CancellationToken) {
     use k8s_openapi::api::core::v1::Node;
     let ready = |n: Option<&Node>| {
         n.and_then(|n| n.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready"))
             .is_some_and(|c| c.status == "True")
     };
+    let labelled = |n: Option<&Node>| {
+        let labels = n.and_then(|n| n.metadata.labels.as_ref());
+        NODE_ROLE_LABELS.iter().all(|l| labels.and_then(|m| m.get(*l)).is_some_and(|v| v == "true"))
+    };
     loop {
         let attempt = async {
-            let client = k1s_runtime::connect(&kubeconfig, &k1s_runtime::user_agent("k1s-server"))
+            let nodes = kube::Api::<Node>::all(client.clone());
+            let registered = kube::runtime::wait::await_condition(nodes.clone(), &node, |n: Option<&Node>| n.is_some())
                 .await
                 .map_err(|e| e.to_string())?;
-            kube::runtime::wait::await_condition(kube::Api::<Node>::all(client), &node, ready)
-                .await
-                .map_err(|e| e.to_string())
+            if !labelled(registered.as_ref()) {
+                let labels: serde_json::Map<String, serde_json::Value> =
+                    NODE_ROLE_LABELS.iter().map(|l| (l.to_string(), serde_json::json!("true"))).collect();
+                let patch = serde_json::json!({"metadata": {"labels": labels}});
+                nodes
+                    .patch(&node, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+                    .await
+                    .map_err(|e| format!("labelling the node's roles: {e}"))?;
+                tracing::info!(node = %node, "labelled the node's roles");
+            }
+            kube::runtime::wait::await_condition(nodes, &node, ready).await.map_err(|e| e.to_string())
         };
         tokio::select! {
             _ = cancel.cancelled() => return,
@@ -593,8 +625,9 @@ async fn component_client(
 const FIRST_DEPLOY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Writes the built-in manifests and starts the deployer of `<data-dir>/server/manifests` with
-/// its own identity (in `system:masters`: manifests may hold any kind); returns once it has
-/// applied the folder once (or [`FIRST_DEPLOY_TIMEOUT`] passed).
+/// its own identity (not in `system:masters`: its `system:k1s-deploy` role has every verb on
+/// every resource, as manifests may hold any kind, and goes through RBAC and admission like any
+/// other); returns once it has applied the folder once (or [`FIRST_DEPLOY_TIMEOUT`] passed).
 async fn start_deployer(
     config: &Config,
     pki: &Pki,
@@ -612,7 +645,7 @@ async fn start_deployer(
         pki,
         &server_dir.join("cred"),
         api_url,
-        Identity { file: "deploy", cn: "system:k1s-deploy", orgs: &["system:masters"], agent: "k1s-deploy" },
+        Identity { file: "deploy", cn: "system:k1s-deploy", orgs: &[], agent: "k1s-deploy" },
     )
     .await?;
     let (tx, first_pass) = tokio::sync::oneshot::channel();

@@ -202,6 +202,15 @@ impl Server {
         s
     }
 
+    /// A whole control plane (API server, controllers, scheduler) without the agent.
+    pub fn start_control_plane() -> Server {
+        let mut s = Self::start_unspawned();
+        s.controllers = true;
+        s.scheduler = true;
+        s.spawn();
+        s
+    }
+
     /// A whole control plane (API server, controllers, scheduler) without the agent, with `extra`
     /// flags naming the datastore it shares with other servers.
     pub fn start_control_plane_shared(extra: &[&str]) -> Server {

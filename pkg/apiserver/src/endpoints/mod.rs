@@ -25,6 +25,9 @@ pub struct State {
     /// Client certificates, then bearer tokens.
     pub authn: crate::authn::RequestAuthenticator,
     pub authz: Box<dyn Authorizer>,
+    /// Whether requests without credentials are served as `system:anonymous` (and authorized
+    /// like any other) rather than refused with 401.
+    pub anonymous_auth: bool,
     /// `host:port` clients use, for discovery's serverAddressByClientCIDRs.
     pub server_address: String,
     pub cancel: CancellationToken,

@@ -66,8 +66,15 @@ pub(crate) async fn serve(
         Route::Binding => return crate::subresources::binding(reg, req, &mut ctx, name).await,
         Route::Eviction => return crate::subresources::eviction(reg, req, &mut ctx, name_or_empty).await,
         Route::ServiceAccountToken => {
-            return crate::serviceaccount::token_request::create(reg, &state.tokens, req, namespace, name_or_empty)
-                .await
+            return crate::serviceaccount::token_request::create(
+                reg,
+                &state.tokens,
+                req,
+                user,
+                namespace,
+                name_or_empty,
+            )
+            .await
         }
         Route::Kubelet(sub) => {
             return crate::kubelet_proxy::handle(reg, state.kubelet.as_deref(), req, info, query, sub).await

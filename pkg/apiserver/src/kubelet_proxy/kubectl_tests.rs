@@ -441,6 +441,7 @@ async fn cluster() -> Option<Cluster> {
             pod_security: Default::default(),
             join: None,
             authentication: Default::default(),
+            anonymous_auth: true,
         },
         cancel.clone(),
     )

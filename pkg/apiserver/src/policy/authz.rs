@@ -39,7 +39,7 @@ impl k1s_cel::Authorize for ServerAuthorizer {
         match self.0.authorize(&auth::Attributes { user: &user, info: &info }) {
             auth::Decision::Allow => k1s_cel::AuthzDecision { allowed: true, ..Default::default() },
             auth::Decision::Deny(reason) => k1s_cel::AuthzDecision { allowed: false, reason, error: None },
-            auth::Decision::NoOpinion => k1s_cel::AuthzDecision::default(),
+            auth::Decision::NoOpinion(reason) => k1s_cel::AuthzDecision { allowed: false, reason, error: None },
         }
     }
 }

@@ -32,16 +32,19 @@ fn object_ref(obj: &Value) -> ObjectRef {
     ObjectRef { name: str_at(obj, "/metadata/name").to_string(), uid: str_at(obj, "/metadata/uid").to_string() }
 }
 
-/// Serves the create (the verb was checked when the request was parsed).
+/// Serves the create (the verb was checked when the request was parsed) for `user`: a
+/// kubelet's is narrowed to its own pods (NodeRestriction).
 pub(crate) async fn create(
     registry: &crate::registry::Registry,
     tokens: &Tokens,
     req: Request<hyper::body::Incoming>,
+    user: &crate::auth::UserInfo,
     namespace: Option<&str>,
     name: &str,
 ) -> Result<Response<Body>, ApiError> {
     let (headers, body) = read_request_body(req).await?;
     let body = decode_body(&headers, &body)?;
+    crate::node_restriction::check_token_request(registry, user, namespace.unwrap_or_default(), name, &body)?;
     let answer = issue(registry, tokens, namespace.unwrap_or_default(), name, body)?;
     Ok(respond_json(StatusCode::CREATED, &answer))
 }

@@ -393,7 +393,6 @@ mod tests {
             max_pods: 110,
             parallel_starts: 4,
             kubelet_port: 10250,
-            control_plane: true,
             cgroup_root: "/k1s".into(),
             registries: None,
             server_tls: crate::server::ServerTls {

@@ -71,7 +71,6 @@ impl Harness {
             max_pods: 110,
             parallel_starts: 4,
             kubelet_port: 0,
-            control_plane: true,
             cgroup_root: "/k1s-test".into(),
             registries: None,
             server_tls: crate::server::ServerTls {
