@@ -11,6 +11,7 @@
 pub mod admission;
 mod admission_cache;
 pub mod aggregator;
+pub mod audit;
 pub mod auth;
 mod crd_catalog;
 mod custom_resources;
@@ -87,6 +88,8 @@ pub struct Config {
     pub pod_security: pod_security::Config,
     /// What servers joining this one's cluster are handed; `None` refuses them.
     pub join: Option<JoinEndpoint>,
+    /// The audit policy and backends; `None` records nothing.
+    pub audit: Option<Arc<audit::Auditor>>,
 }
 
 /// A running API server.
@@ -186,6 +189,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         monitoring: monitoring::Monitoring::new(config.store.clone()),
         aggregator: aggregator.clone(),
         join: config.join.clone(),
+        audit: config.audit.clone(),
     });
     // Warm the OpenAPI documents before the first client asks.
     tokio::task::spawn_blocking(|| {
@@ -193,6 +197,9 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     });
     let mut tasks = tasks::Tasks::default();
     tasks.spawn("serving", server::serve(listener, tls, state.clone(), cancel.clone()));
+    if let Some(auditor) = &config.audit {
+        tasks.spawn("the audit webhook sender", auditor.clone().run(cancel.clone()));
+    }
     tasks.spawn("the service address repair", allocator.run_repair(cancel.clone()));
     tasks.spawn("the admission webhook configuration watcher", hooks.run(cancel.clone()));
     tasks.spawn("the ValidatingAdmissionPolicy watcher", policies.clone().run(cancel.clone()));

@@ -440,6 +440,7 @@ async fn cluster() -> Option<Cluster> {
             front_proxy: None,
             pod_security: Default::default(),
             join: None,
+            audit: None,
         },
         cancel.clone(),
     )
