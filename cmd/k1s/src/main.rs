@@ -506,6 +506,43 @@ mod tests {
     }
 
     #[test]
+    fn audit_flags_default_to_upstreams_and_reach_the_server_config() {
+        let args = |flags: &[&str]| {
+            let argv = ["k1s", "server"].iter().chain(flags).copied();
+            let cli = Cli::try_parse_from(argv).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let Command::Server(a) = cli.command else { panic!("not server") };
+            server_config(*a)
+        };
+        let cfg = args(&[]).expect("defaults");
+        assert_eq!(cfg.audit, k1s_server::AuditOptions::default());
+        assert_eq!(cfg.audit.policy_file, None, "no policy: nothing is audited, as upstream");
+        assert_eq!(cfg.audit.webhook_batching.max_size, 400);
+        assert_eq!(cfg.audit.webhook_batching.max_wait, std::time::Duration::from_secs(30));
+        let cfg = args(&[
+            "--audit-policy-file=/etc/k1s/audit.yaml",
+            "--audit-log-path=-",
+            "--audit-log-maxsize=5",
+            "--audit-log-maxbackup=3",
+            "--audit-log-maxage=7",
+            "--audit-webhook-config-file=/etc/k1s/audit-webhook.yaml",
+            "--audit-webhook-batch-max-size=10",
+            "--audit-webhook-batch-max-wait=2s",
+            "--audit-webhook-initial-backoff=500ms",
+        ])
+        .expect("valid");
+        let a = cfg.audit;
+        assert_eq!(a.policy_file.as_deref(), Some(std::path::Path::new("/etc/k1s/audit.yaml")));
+        assert_eq!(a.log_path.as_deref(), Some(std::path::Path::new("-")));
+        assert_eq!((a.log_max_size_mb, a.log_max_backups, a.log_max_age_days), (5, 3, 7));
+        assert_eq!(a.webhook_config_file.as_deref(), Some(std::path::Path::new("/etc/k1s/audit-webhook.yaml")));
+        assert_eq!(a.webhook_batching.max_size, 10);
+        assert_eq!(a.webhook_batching.max_wait, std::time::Duration::from_secs(2));
+        assert_eq!(a.webhook_batching.initial_backoff, std::time::Duration::from_millis(500));
+        assert!(args(&["--audit-log-maxsize=-1"]).is_err(), "negative sizes are refused");
+        assert!(args(&["--audit-webhook-batch-max-size=0"]).is_err());
+    }
+
+    #[test]
     fn container_log_rotation_flags_default_to_upstreams_and_are_checked() {
         let args = |flags: &[&str]| {
             let argv = ["k1s", "server"].iter().chain(flags).copied();
