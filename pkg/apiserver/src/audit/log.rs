@@ -9,23 +9,42 @@ use std::fs::{File, OpenOptions};
 use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
 /// Where events are written.
-pub enum LogBackend {
+pub struct LogBackend {
+    sink: Sink,
+    /// Writes that failed: logged on the first and then every thousandth, so that a full disk
+    /// does not flood the server's log.
+    failures: AtomicU64,
+}
+
+enum Sink {
     Stdout,
     File(Mutex<RotatingFile>),
 }
 
 impl LogBackend {
+    pub fn stdout() -> LogBackend {
+        LogBackend { sink: Sink::Stdout, failures: AtomicU64::new(0) }
+    }
+
+    pub fn file(f: RotatingFile) -> LogBackend {
+        LogBackend { sink: Sink::File(Mutex::new(f)), failures: AtomicU64::new(0) }
+    }
+
     pub fn write(&self, line: &[u8]) {
-        let result = match self {
-            LogBackend::Stdout => std::io::stdout().lock().write_all(line),
-            LogBackend::File(f) => f.lock().unwrap_or_else(|p| p.into_inner()).write(line),
+        let result = match &self.sink {
+            Sink::Stdout => std::io::stdout().lock().write_all(line),
+            Sink::File(f) => f.lock().unwrap_or_else(|p| p.into_inner()).write(line),
         };
         if let Err(e) = result {
-            tracing::error!(error = %e, "writing an audit event failed");
+            let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
+            if n == 1 || n.is_multiple_of(1000) {
+                tracing::error!(error = %e, failed = n, "writing audit events failed; they are lost");
+            }
         }
     }
 }

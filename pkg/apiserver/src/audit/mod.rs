@@ -87,13 +87,13 @@ impl Auditor {
         let policy = Policy::load(policy_file).map_err(AuditError::Policy)?;
         let log = match &opts.log_path {
             None => None,
-            Some(p) if p.as_os_str() == "-" => Some(log::LogBackend::Stdout),
+            Some(p) if p.as_os_str() == "-" => Some(log::LogBackend::stdout()),
             Some(p) => {
                 let rotation =
                     log::Rotation::from_flags(opts.log_max_size_mb, opts.log_max_backups, opts.log_max_age_days);
                 let file = log::RotatingFile::open(p, rotation)
                     .map_err(|source| AuditError::Log { path: p.clone(), source })?;
-                Some(log::LogBackend::File(std::sync::Mutex::new(file)))
+                Some(log::LogBackend::file(file))
             }
         };
         let webhook = match &opts.webhook_config_file {
