@@ -164,6 +164,33 @@ struct ServerArgs {
     /// (cluster) Path to the PodSecurity admission configuration file (defaults and exemptions).
     #[arg(long, env = "K1S_POD_SECURITY_ADMISSION_CONFIG_FILE")]
     pod_security_admission_config_file: Option<PathBuf>,
+    /// (audit) Audit policy (an audit.k8s.io/v1 Policy); without one no request is audited.
+    #[arg(long, env = "K1S_AUDIT_POLICY_FILE")]
+    audit_policy_file: Option<PathBuf>,
+    /// (audit) Write audit events to this file as JSON lines; `-` is standard output.
+    #[arg(long, env = "K1S_AUDIT_LOG_PATH")]
+    audit_log_path: Option<PathBuf>,
+    /// (audit) Rotate the audit log file before it grows past this many megabytes (0: 100).
+    #[arg(long, env = "K1S_AUDIT_LOG_MAXSIZE", default_value_t = 0)]
+    audit_log_maxsize: u64,
+    /// (audit) Most rotated audit log files kept (0: all).
+    #[arg(long, env = "K1S_AUDIT_LOG_MAXBACKUP", default_value_t = 0)]
+    audit_log_maxbackup: usize,
+    /// (audit) Days rotated audit log files are kept, by the time in their name (0: forever).
+    #[arg(long, env = "K1S_AUDIT_LOG_MAXAGE", default_value_t = 0)]
+    audit_log_maxage: u64,
+    /// (audit) Send audit events to the webhook this kubeconfig names (batched EventList POSTs).
+    #[arg(long, env = "K1S_AUDIT_WEBHOOK_CONFIG_FILE")]
+    audit_webhook_config_file: Option<PathBuf>,
+    /// (audit) Most events in one POST to the audit webhook.
+    #[arg(long, env = "K1S_AUDIT_WEBHOOK_BATCH_MAX_SIZE", default_value_t = 400, value_parser = clap::value_parser!(u64).range(1..))]
+    audit_webhook_batch_max_size: u64,
+    /// (audit) Longest wait before a batch smaller than the maximum is sent to the audit webhook.
+    #[arg(long, env = "K1S_AUDIT_WEBHOOK_BATCH_MAX_WAIT", default_value = "30s", value_parser = humantime::parse_duration)]
+    audit_webhook_batch_max_wait: Duration,
+    /// (audit) Wait before the first retry of a failed audit webhook POST (then 1.5 times longer each try).
+    #[arg(long, env = "K1S_AUDIT_WEBHOOK_INITIAL_BACKOFF", default_value = "10s", value_parser = humantime::parse_duration)]
+    audit_webhook_initial_backoff: Duration,
     /// (db) etcd v3 client URLs, comma-separated (https://HOST:2379[,https://HOST2:2379], or
     /// http:// on loopback; etcd://HOST:PORT is https:// with --datastore-cafile or
     /// --datastore-certfile, http:// without); default: the embedded RocksDB store under the data dir.
@@ -400,6 +427,19 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
         bookmark_interval: a.bookmark_interval,
         pod_security_admission_config_file: a.pod_security_admission_config_file,
         anonymous_auth: a.anonymous_auth,
+        audit: k1s_server::AuditOptions {
+            policy_file: a.audit_policy_file,
+            log_path: a.audit_log_path,
+            log_max_size_mb: a.audit_log_maxsize,
+            log_max_backups: a.audit_log_maxbackup,
+            log_max_age_days: a.audit_log_maxage,
+            webhook_config_file: a.audit_webhook_config_file,
+            webhook_batching: k1s_server::AuditBatching {
+                max_size: usize::try_from(a.audit_webhook_batch_max_size).unwrap_or(usize::MAX),
+                max_wait: a.audit_webhook_batch_max_wait,
+                initial_backoff: a.audit_webhook_initial_backoff,
+            },
+        },
         test_cert_validity: a.test_cert_validity,
         snapshots,
         datastore,
@@ -612,6 +652,43 @@ mod tests {
         assert_eq!(err, "--oidc-groups-claim needs --oidc-issuer-url");
         let err = args(&["--oidc-issuer-url=https://i", "--oidc-required-claim=hd"]).expect_err("no value").to_string();
         assert_eq!(err, "--oidc-required-claim \"hd\": expected claim=value");
+    }
+
+    #[test]
+    fn audit_flags_default_to_upstreams_and_reach_the_server_config() {
+        let args = |flags: &[&str]| {
+            let argv = ["k1s", "server"].iter().chain(flags).copied();
+            let cli = Cli::try_parse_from(argv).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let Command::Server(a) = cli.command else { panic!("not server") };
+            server_config(*a)
+        };
+        let cfg = args(&[]).expect("defaults");
+        assert_eq!(cfg.audit, k1s_server::AuditOptions::default());
+        assert_eq!(cfg.audit.policy_file, None, "no policy: nothing is audited, as upstream");
+        assert_eq!(cfg.audit.webhook_batching.max_size, 400);
+        assert_eq!(cfg.audit.webhook_batching.max_wait, std::time::Duration::from_secs(30));
+        let cfg = args(&[
+            "--audit-policy-file=/etc/k1s/audit.yaml",
+            "--audit-log-path=-",
+            "--audit-log-maxsize=5",
+            "--audit-log-maxbackup=3",
+            "--audit-log-maxage=7",
+            "--audit-webhook-config-file=/etc/k1s/audit-webhook.yaml",
+            "--audit-webhook-batch-max-size=10",
+            "--audit-webhook-batch-max-wait=2s",
+            "--audit-webhook-initial-backoff=500ms",
+        ])
+        .expect("valid");
+        let a = cfg.audit;
+        assert_eq!(a.policy_file.as_deref(), Some(std::path::Path::new("/etc/k1s/audit.yaml")));
+        assert_eq!(a.log_path.as_deref(), Some(std::path::Path::new("-")));
+        assert_eq!((a.log_max_size_mb, a.log_max_backups, a.log_max_age_days), (5, 3, 7));
+        assert_eq!(a.webhook_config_file.as_deref(), Some(std::path::Path::new("/etc/k1s/audit-webhook.yaml")));
+        assert_eq!(a.webhook_batching.max_size, 10);
+        assert_eq!(a.webhook_batching.max_wait, std::time::Duration::from_secs(2));
+        assert_eq!(a.webhook_batching.initial_backoff, std::time::Duration::from_millis(500));
+        assert!(args(&["--audit-log-maxsize=-1"]).is_err(), "negative sizes are refused");
+        assert!(args(&["--audit-webhook-batch-max-size=0"]).is_err());
     }
 
     #[test]

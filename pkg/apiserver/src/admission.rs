@@ -40,6 +40,9 @@ pub struct Attributes<'a> {
     pub dry_run: bool,
     /// Warnings for the client (webhooks' `warnings`), sent back as `Warning` headers.
     pub warnings: std::sync::Mutex<Vec<String>>,
+    /// Annotations for the request's audit event (PodSecurity's, a policy's); `None` when the
+    /// request is not audited.
+    pub audit_annotations: Option<std::sync::Mutex<Vec<(String, String)>>>,
     /// The store write an admitted create makes (validating admission only): a plugin that
     /// writes something the object must not be stored without (the quota's charge) may make
     /// this write in the same transaction, and then leaves its outcome for the registry. Only
@@ -81,6 +84,26 @@ impl Attributes<'_> {
     /// The warnings added, leaving none.
     pub fn take_warnings(&self) -> Vec<String> {
         std::mem::take(&mut *self.warnings.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Whether the request is audited: annotations are only worth making then.
+    pub fn audited(&self) -> bool {
+        self.audit_annotations.is_some()
+    }
+
+    /// Adds an annotation to the request's audit event (nothing when it is not audited).
+    pub fn annotate(&self, key: String, value: String) {
+        if let Some(a) = &self.audit_annotations {
+            a.lock().unwrap_or_else(|p| p.into_inner()).push((key, value));
+        }
+    }
+
+    /// The audit annotations added, leaving none.
+    pub fn take_audit_annotations(&self) -> Vec<(String, String)> {
+        match &self.audit_annotations {
+            Some(a) => std::mem::take(&mut *a.lock().unwrap_or_else(|p| p.into_inner())),
+            None => Vec::new(),
+        }
     }
 }
 

@@ -41,6 +41,8 @@ impl UserInfo {
 pub struct Peer {
     /// DER certificates the TLS layer verified against the cluster CA (leaf first).
     pub certificates: Vec<Vec<u8>>,
+    /// The address the connection comes from (the audit log's source IP).
+    pub remote: Option<std::net::IpAddr>,
     x509: OnceLock<Result<Option<X509Identity>, String>>,
 }
 
@@ -54,7 +56,12 @@ struct X509Identity {
 
 impl Peer {
     pub fn new(certificates: Vec<Vec<u8>>) -> Peer {
-        Peer { certificates, x509: OnceLock::new() }
+        Peer { certificates, remote: None, x509: OnceLock::new() }
+    }
+
+    /// The peer, connected from `remote`.
+    pub fn with_remote(self, remote: std::net::IpAddr) -> Peer {
+        Peer { remote: Some(remote), ..self }
     }
 }
 

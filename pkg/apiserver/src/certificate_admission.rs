@@ -167,6 +167,7 @@ mod tests {
             dry_run: false,
             warnings: Default::default(),
             write: None,
+            audit_annotations: None,
         };
         futures::executor::block_on(plugin.validate(&attrs))
     }

@@ -1,6 +1,7 @@
-//! Request dispatch: authentication ▶ authorization ▶ the handler for the path (discovery,
-//! OpenAPI, health, or a resource verb through the registry).
+//! Request dispatch: authentication ▶ audit ▶ impersonation ▶ authorization ▶ the handler for
+//! the path (discovery, OpenAPI, health, or a resource verb through the registry).
 
+use crate::audit::{self, Stage};
 use crate::auth::{Attributes, Credentials, Decision, Peer, UserInfo};
 use crate::endpoints::body::{discard, header_str};
 use crate::endpoints::reply::error_response;
@@ -8,7 +9,9 @@ use crate::endpoints::{nonresource, resource, Body, State};
 use crate::error::{ApiError, ResourceTarget};
 use crate::registry::PatchType;
 use crate::request::{Query, RequestInfo};
+use futures::FutureExt as _;
 use http::{header, Method, Request, Response};
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use tracing::Instrument;
 
@@ -24,6 +27,9 @@ pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>, peer
             return resp;
         }
     }
+    // Every reply carries the request's audit ID, audited or not (upstream's `Audit-Id`).
+    let audit_id = audit::audit_id(req.headers());
+    let received = state.audit.as_ref().map(|_| jiff::Timestamp::now());
     let query = Query::parse(req.uri().query());
     let info = RequestInfo::parse(&method, &path, &query);
     let apply = method == Method::PATCH
@@ -42,24 +48,39 @@ pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>, peer
     if info.is_resource {
         span.record("resource", info.resource.as_str());
     }
-    let resp = authenticated(&state, req, &peer, method, path, &query, &info).instrument(span).await;
+    let request = Incoming { req, peer: &peer, method, path, query: &query, info: &info };
+    let mut resp = authenticated(&state, request, audit_id.to_str().unwrap_or(""), received).instrument(span).await;
+    resp.headers_mut().insert(audit::AUDIT_ID_HEADER, audit_id);
     match tracked {
         Some(t) => state.monitoring.finish(t, resp),
         None => resp,
     }
 }
 
-/// Authenticates, authorizes and serves one request.
-async fn authenticated(
-    state: &Arc<State>,
+/// A request as it arrived, parsed.
+struct Incoming<'a> {
     req: Request<hyper::body::Incoming>,
-    peer: &Peer,
+    peer: &'a Peer,
     method: Method,
     path: String,
-    query: &Query,
-    info: &RequestInfo,
+    query: &'a Query,
+    info: &'a RequestInfo,
+}
+
+/// Authenticates the request, then serves it, recording it in the audit log when the policy
+/// says so (upstream's order: authentication, audit, impersonation, authorization).
+async fn authenticated(
+    state: &Arc<State>,
+    request: Incoming<'_>,
+    audit_id: &str,
+    received: Option<jiff::Timestamp>,
 ) -> Response<Body> {
+    let Incoming { req, peer, info, .. } = &request;
     let auth_header = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let begin = |user: Option<&UserInfo>| {
+        let (auditor, received) = (state.audit.as_ref()?, received?);
+        auditor.begin(user, info, req.uri(), req.headers(), peer.remote, audit_id, received)
+    };
     let user = match state.authn.authenticate(&Credentials { peer, authorization_header: auth_header.as_deref() }).await
     {
         Ok(Some(u)) => u,
@@ -67,18 +88,76 @@ async fn authenticated(
         // (`system:public-info-viewer` lets it read /version and the health checks), unless
         // anonymous requests are turned off (`--anonymous-auth=false`).
         Ok(None) if state.anonymous_auth => UserInfo::anonymous(),
-        Ok(None) => return refuse(req, &ApiError::unauthorized()).await,
-        Err(e) => {
-            tracing::debug!(error = %e, "authentication failed");
-            return refuse(req, &ApiError::unauthorized()).await;
+        failed => {
+            if let Err(e) = failed {
+                tracing::debug!(error = %e, "authentication failed");
+            }
+            // As upstream: one event, at ResponseStarted, for no user.
+            if let Some(mut a) = begin(None) {
+                a.event.response_status = Some(audit::ResponseStatus {
+                    code: 401,
+                    message: Some(audit::failed_authentication_message(req.headers(), !peer.certificates.is_empty())),
+                    ..Default::default()
+                });
+                a.emit(Stage::ResponseStarted);
+            }
+            return refuse(request.req, &ApiError::unauthorized()).await;
         }
     };
+    let mut audit = begin(Some(&user));
+    let Some(a) = audit.as_mut() else {
+        return authorized(state, request, user, None).await;
+    };
+    a.emit(Stage::RequestReceived);
+    let long_running = audit::is_long_running(request.info);
+    // A panic is recorded (upstream's `Panic` stage), then goes on as it would have.
+    let served = AssertUnwindSafe(authorized(state, request, user, Some(&mut *a))).catch_unwind().await;
+    let mut resp = match served {
+        Ok(r) => r,
+        Err(panic) => {
+            a.panicked(&*panic);
+            std::panic::resume_unwind(panic)
+        }
+    };
+    a.response(&mut resp);
+    let Some(a) = audit else { return resp };
+    if !long_running {
+        a.emit(Stage::ResponseComplete);
+        return resp;
+    }
+    a.emit(Stage::ResponseStarted);
+    let (parts, body) = resp.into_parts();
+    Response::from_parts(parts, a.complete_with(body))
+}
+
+/// Impersonates, authorizes and serves one request by `user`.
+async fn authorized(
+    state: &Arc<State>,
+    request: Incoming<'_>,
+    user: UserInfo,
+    mut audit: Option<&mut audit::InFlight>,
+) -> Response<Body> {
+    let Incoming { mut req, method, path, query, info, .. } = request;
+    let impersonating = req.headers().contains_key("impersonate-user");
     let user = match crate::auth::impersonate(&*state.authz, user, req.headers()) {
         Ok(u) => u,
         Err(e) => return refuse(req, &e).await,
     };
+    if let Some(a) = audit.as_deref_mut().filter(|_| impersonating) {
+        a.event.impersonated_user = Some(user.clone());
+    }
     tracing::Span::current().record("user", user.name.as_str());
-    match state.authz.authorize(&Attributes { user: &user, info }) {
+    let decision = state.authz.authorize(&Attributes { user: &user, info });
+    if let Some(a) = audit.as_deref_mut() {
+        // Upstream's authorization annotations (k1s's authorizers give no reason for an allow).
+        let (verdict, reason) = match &decision {
+            Decision::Allow => ("allow", ""),
+            Decision::Deny(reason) | Decision::NoOpinion(reason) => ("forbid", reason.as_str()),
+        };
+        a.event.annotate("authorization.k8s.io/decision", verdict);
+        a.event.annotate("authorization.k8s.io/reason", reason);
+    }
+    match decision {
         Decision::Allow => {}
         Decision::Deny(reason) | Decision::NoOpinion(reason) => {
             let target = if info.is_resource {
@@ -106,6 +185,9 @@ async fn authenticated(
         return resp;
     }
     let resp = if info.is_resource {
+        if let Some(a) = audit.as_deref() {
+            req.extensions_mut().insert(a.recorder());
+        }
         match resource::serve(state, req, info, query, &user).await {
             Ok(r) => r,
             Err(e) => error_response(&e),

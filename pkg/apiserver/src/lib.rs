@@ -11,6 +11,7 @@
 pub mod admission;
 mod admission_cache;
 pub mod aggregator;
+pub mod audit;
 pub mod auth;
 pub mod authn;
 mod bootstrap_policy;
@@ -99,6 +100,8 @@ pub struct Config {
     /// Whether requests without credentials are served as `system:anonymous` (and authorized by
     /// RBAC like any other); `false` answers them 401 (`--anonymous-auth=false`).
     pub anonymous_auth: bool,
+    /// The audit policy and backends; `None` records nothing.
+    pub audit: Option<Arc<audit::Auditor>>,
 }
 
 /// A running API server.
@@ -226,6 +229,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
         monitoring: monitoring::Monitoring::new(config.store.clone()),
         aggregator: aggregator.clone(),
         join: config.join.clone(),
+        audit: config.audit.clone(),
     });
     // Warm the OpenAPI documents before the first client asks.
     tokio::task::spawn_blocking(|| {
@@ -233,6 +237,9 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     });
     let mut tasks = tasks::Tasks::default();
     tasks.spawn("serving", server::serve(listener, tls, state.clone(), cancel.clone()));
+    if let Some(auditor) = &config.audit {
+        tasks.spawn("the audit webhook sender", auditor.clone().run(cancel.clone()));
+    }
     tasks.spawn("the service address repair", allocator.run_repair(cancel.clone()));
     for o in oidc {
         tasks.spawn("an OIDC issuer's key refresher", o.run(cancel.clone()));

@@ -108,6 +108,7 @@ mod tests {
             old_object: None,
             dry_run: false,
             warnings: Default::default(),
+            audit_annotations: None,
             write: None,
         };
         for name in IMMORTAL_NAMESPACES {

@@ -71,9 +71,16 @@ pub async fn serve(listener: TcpListener, tls: rustls::ServerConfig, state: Arc<
                 }
                 Err(_) => return,
             };
-            let peer = Arc::new(crate::auth::Peer::new(
-                tls.get_ref().1.peer_certificates().map(|c| c.iter().map(|d| d.to_vec()).collect()).unwrap_or_default(),
-            ));
+            let peer = Arc::new(
+                crate::auth::Peer::new(
+                    tls.get_ref()
+                        .1
+                        .peer_certificates()
+                        .map(|c| c.iter().map(|d| d.to_vec()).collect())
+                        .unwrap_or_default(),
+                )
+                .with_remote(remote.ip()),
+            );
             let svc = hyper::service::service_fn(move |req| {
                 let (state, peer) = (state.clone(), peer.clone());
                 // Boxed: the handler's future is large, and hyper moves the one it spawns per

@@ -234,6 +234,7 @@ pub(crate) async fn handle(
                 field_manager: "k1s-binding".into(),
                 field_validation: FieldValidation::Ignore,
                 warnings: Vec::new(),
+                audit: None,
             };
             let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
             crate::subresources::bind(deps.registry, &mut ctx, namespace, &name, &obj).await?;

@@ -27,6 +27,7 @@ pub use k1s_kubelet::logs::rotation::{
     RotationPolicy as ContainerLogRotation,
 };
 
+pub use k1s_apiserver::audit::{webhook::Batching as AuditBatching, AuditOptions};
 use k1s_apiserver::TlsMaterial;
 use k1s_pki::Pki;
 pub use k1s_store::EtcdConfig;
@@ -78,6 +79,8 @@ pub struct Config {
     /// `PodSecurityConfiguration` (or an `AdmissionConfiguration` holding one); `None`: the
     /// defaults (privileged, `kube-system` exempt).
     pub pod_security_admission_config_file: Option<PathBuf>,
+    /// The audit policy, log and webhook (`--audit-*`); without a policy nothing is recorded.
+    pub audit: k1s_apiserver::audit::AuditOptions,
     /// Snapshot folder, schedule and retention.
     pub snapshots: snapshot::SnapshotConfig,
     /// Where the cluster state lives: the embedded RocksDB under the data dir, or etcd.
@@ -153,6 +156,8 @@ pub enum ServerError {
     Authentication(#[source] k1s_apiserver::authn::ConfigError),
     #[error("loading the PodSecurity admission configuration: {0}")]
     PodSecurity(k1s_apiserver::pod_security::ConfigError),
+    #[error("loading the audit configuration: {0}")]
+    Audit(k1s_apiserver::audit::AuditError),
     #[error("loading the API serving certificate")]
     Serving(#[source] k1s_pki::ServingError),
     #[error("writing the built-in manifests")]
@@ -275,6 +280,8 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
     for f in report.findings.iter().filter(|f| f.level == preflight::Level::Warn) {
         tracing::warn!(check = %f.name, fix = f.fix.as_deref().unwrap_or_default(), "preflight: {}", f.detail);
     }
+    // A malformed audit policy or an audit log that cannot be written stops the server here.
+    let audit = k1s_apiserver::audit::Auditor::new(&config.audit).map_err(ServerError::Audit)?;
     systemd::status("opening the store");
     let server_dir = config.data_dir.join("server");
     let mkdir =
@@ -459,6 +466,7 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
             join: Some(join_endpoint),
             authentication,
             anonymous_auth: config.anonymous_auth,
+            audit,
         },
         api_cancel.clone(),
     )

@@ -36,14 +36,19 @@ pub fn rss_kib(pid: u32) -> u64 {
 /// A client configuration trusting the server CA of `tls` (a server's `server/tls` directory)
 /// and presenting its admin client certificate.
 pub fn tls_config(tls: &Path) -> rustls::ClientConfig {
+    tls_config_as(tls, "admin")
+}
+
+/// [`tls_config`] presenting the client certificate `client-<name>.crt` of `tls` instead.
+pub fn tls_config_as(tls: &Path, name: &str) -> rustls::ClientConfig {
     let read = |f: &str| std::fs::read(tls.join(f)).expect("read pem");
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_slice_iter(&read("server-ca.crt")) {
         roots.add(c.expect("ca")).expect("add ca");
     }
     let chain: Vec<CertificateDer<'static>> =
-        CertificateDer::pem_slice_iter(&read("client-admin.crt")).collect::<Result<_, _>>().expect("cert");
-    let key = PrivateKeyDer::from_pem_slice(&read("client-admin.key")).expect("key");
+        CertificateDer::pem_slice_iter(&read(&format!("client-{name}.crt"))).collect::<Result<_, _>>().expect("cert");
+    let key = PrivateKeyDer::from_pem_slice(&read(&format!("client-{name}.key"))).expect("key");
     let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
         .expect("versions")

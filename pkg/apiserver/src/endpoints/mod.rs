@@ -47,4 +47,6 @@ pub struct State {
     pub aggregator: Arc<crate::aggregator::Aggregator>,
     /// What joining servers are handed (`/cacerts`, `/v1-k1s/server-bootstrap`).
     pub join: Option<crate::join::JoinEndpoint>,
+    /// The audit policy and backends; `None`: nothing is recorded.
+    pub audit: Option<Arc<crate::audit::Auditor>>,
 }

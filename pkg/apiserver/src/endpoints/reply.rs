@@ -19,10 +19,14 @@ pub(crate) fn respond_bytes(code: StatusCode, body: Vec<u8>) -> Response<Body> {
     r
 }
 
-/// The error as a Kubernetes `Status`, with `Retry-After` when it asks for one.
+/// The error as a Kubernetes `Status`, with `Retry-After` when it asks for one. The Status also
+/// goes in the reply's extensions, for the request's audit event.
 pub fn error_response(e: &ApiError) -> Response<Body> {
-    let mut r =
-        respond_bytes(StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), e.status_bytes());
+    let status = Bytes::from(e.status_bytes());
+    let mut r = Response::new(full(status.clone()));
+    *r.status_mut() = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.extensions_mut().insert(crate::audit::RefusalStatus(status));
     if let Some(s) = e.retry_after {
         if let Ok(v) = HeaderValue::from_str(&s.to_string()) {
             r.headers_mut().insert(header::RETRY_AFTER, v);
@@ -68,6 +72,7 @@ mod tests {
         assert_eq!(r.status(), StatusCode::NOT_FOUND);
         assert_eq!(r.headers()[header::CONTENT_TYPE], "application/json");
         assert!(r.headers().get(header::RETRY_AFTER).is_none());
+        assert!(r.extensions().get::<crate::audit::RefusalStatus>().is_some(), "for the audit event");
         let r = error_response(&ApiError::too_many_requests("slow down", 7));
         assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(r.headers()[header::RETRY_AFTER], "7");

@@ -1,15 +1,16 @@
 //! Serves a parsed [`ResourceRequest`]: the registry verbs (get, list, watch, create, update,
 //! patch, delete, deletecollection) here, other routes by the handlers that own them.
 
-use super::body::{decode_body, read_request_body, Body};
+use super::body::{decode_body, header_str, read_request_body, Body};
 use super::command::{DeleteQuery, ReplyShape, ResourceCommand, ResourceRequest, Route, WatchOptions};
 use super::reply::{error_response, respond_bytes, respond_json, with_warnings};
 use super::State;
+use crate::audit;
 use crate::auth::UserInfo;
 use crate::error::ApiError;
 use crate::object;
 use crate::registry::{self, Ctx, DeleteOptions, PatchType, Registry};
-use crate::request::{Query, RequestInfo};
+use crate::request::{Query, RequestInfo, Verb};
 use crate::table::{self, Conversion};
 use crate::watch;
 use bytes::Bytes;
@@ -23,13 +24,38 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// Parses and serves a request for a resource.
+/// Parses and serves a request for a resource. An audited request brings its
+/// [`audit::Recorded`] in its extensions; it goes back in the reply's, with what the request
+/// and admission recorded in it.
 pub(crate) async fn serve(
+    state: &Arc<State>,
+    mut req: Request<Incoming>,
+    info: &RequestInfo,
+    query: &Query,
+    user: &UserInfo,
+) -> Result<Response<Body>, ApiError> {
+    let recorded = req.extensions_mut().remove::<audit::Recorded>();
+    let Some(recorded) = recorded else { return serve_recorded(state, req, info, query, user, &mut None).await };
+    let mut recorded = Some(recorded);
+    let resp = serve_recorded(state, req, info, query, user, &mut recorded).await;
+    // A refusal is recorded too (with the annotations admission gave before refusing).
+    let mut resp = resp.unwrap_or_else(|e| error_response(&e));
+    if let Some(mut rec) = recorded {
+        if !matches!(info.verb.api(), Some(Verb::Watch)) && !audit::is_long_running(info) {
+            resp = rec.response_object(resp).await;
+        }
+        resp.extensions_mut().insert(rec);
+    }
+    Ok(resp)
+}
+
+async fn serve_recorded(
     state: &Arc<State>,
     req: Request<Incoming>,
     info: &RequestInfo,
     query: &Query,
     user: &UserInfo,
+    recorded: &mut Option<audit::Recorded>,
 ) -> Result<Response<Body>, ApiError> {
     let request =
         ResourceRequest::parse(|g, v, r| state.registry.resource(g, v, r), req.method(), info, query, req.headers())?;
@@ -45,15 +71,18 @@ pub(crate) async fn serve(
         field_manager: write.field_manager,
         field_validation: write.field_validation,
         warnings: Vec::new(),
+        audit: recorded.take(),
     };
     let name_or_empty = name.unwrap_or_default();
     let command = match route {
         Route::Registry(command) => command,
         Route::MetricsApi(opts) => {
+            *recorded = ctx.audit.take();
             let kubelet = state.kubelet.as_deref();
             return crate::metrics_api::handle(reg, kubelet, &state.metrics_api, res, namespace, name, &opts).await;
         }
         Route::Virtual(verb) => {
+            *recorded = ctx.audit.take();
             let deps = crate::virtual_resources::Deps {
                 registry: reg,
                 authz: &*state.authz,
@@ -62,10 +91,23 @@ pub(crate) async fn serve(
             };
             return crate::virtual_resources::handle(deps, req, res, verb, namespace, name, user).await;
         }
-        Route::Scale(verb) => return crate::subresources::scale(reg, req, &mut ctx, verb, name_or_empty).await,
-        Route::Binding => return crate::subresources::binding(reg, req, &mut ctx, name).await,
-        Route::Eviction => return crate::subresources::eviction(reg, req, &mut ctx, name_or_empty).await,
+        Route::Scale(verb) => {
+            let r = crate::subresources::scale(reg, req, &mut ctx, verb, name_or_empty).await;
+            *recorded = ctx.audit.take();
+            return r;
+        }
+        Route::Binding => {
+            let r = crate::subresources::binding(reg, req, &mut ctx, name).await;
+            *recorded = ctx.audit.take();
+            return r;
+        }
+        Route::Eviction => {
+            let r = crate::subresources::eviction(reg, req, &mut ctx, name_or_empty).await;
+            *recorded = ctx.audit.take();
+            return r;
+        }
         Route::ServiceAccountToken => {
+            *recorded = ctx.audit.take();
             return crate::serviceaccount::token_request::create(
                 reg,
                 &state.tokens,
@@ -74,17 +116,23 @@ pub(crate) async fn serve(
                 namespace,
                 name_or_empty,
             )
-            .await
+            .await;
         }
         Route::Kubelet(sub) => {
-            return crate::kubelet_proxy::handle(reg, state.kubelet.as_deref(), req, info, query, sub).await
+            *recorded = ctx.audit.take();
+            return crate::kubelet_proxy::handle(reg, state.kubelet.as_deref(), req, info, query, sub).await;
         }
-        Route::Proxy => return crate::kubelet_proxy::proxy(reg, state.kubelet.as_deref(), req, info).await,
+        Route::Proxy => {
+            *recorded = ctx.audit.take();
+            return crate::kubelet_proxy::proxy(reg, state.kubelet.as_deref(), req, info).await;
+        }
     };
     let target = Target { reg, res, namespace, name: name_or_empty, shape };
     // Every reply, a refusal too, carries the warnings admission gave (upstream writes them with
     // any reply).
-    match target.run(command, req, &mut ctx, state.bookmark_interval, &state.cancel).await {
+    let result = target.run(command, req, &mut ctx, state.bookmark_interval, &state.cancel).await;
+    *recorded = ctx.audit.take();
+    match result {
         Ok(r) => Ok(with_warnings(r, &ctx.warnings)),
         Err(e) if !ctx.warnings.is_empty() => Ok(with_warnings(error_response(&e), &ctx.warnings)),
         Err(e) => Err(e),
@@ -140,6 +188,9 @@ impl Target<'_> {
             ResourceCommand::Create => {
                 let (headers, body) = read_request_body(req).await?;
                 let obj = decode_object(&headers, &body, res)?;
+                if let Some(rec) = ctx.audit.as_mut() {
+                    rec.request_object(header_str(&headers, header::CONTENT_TYPE), &body, &obj);
+                }
                 let (created, json) = reg.create_with_json(ctx, obj).await?;
                 let reply = match (json, &conversion) {
                     (Some(json), None) => respond_bytes(StatusCode::CREATED, json),
@@ -150,6 +201,9 @@ impl Target<'_> {
             ResourceCommand::Update => {
                 let (headers, body) = read_request_body(req).await?;
                 let obj = decode_object(&headers, &body, res)?;
+                if let Some(rec) = ctx.audit.as_mut() {
+                    rec.request_object(header_str(&headers, header::CONTENT_TYPE), &body, &obj);
+                }
                 let (obj, created) = reg.update(ctx, self.name, obj).await?;
                 let code = if created { StatusCode::CREATED } else { StatusCode::OK };
                 Ok(respond_json(code, &convert_object(obj, conversion, res)?))
@@ -162,12 +216,18 @@ impl Target<'_> {
                     serde_json::from_slice::<Value>(&body)
                         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
                 };
+                if let Some(rec) = ctx.audit.as_mut() {
+                    // A JSON patch is kept as sent; an apply's YAML is recorded as JSON.
+                    let ct = if patch_type == PatchType::Apply { "application/yaml" } else { "application/json" };
+                    rec.request_patch(ct, &body, &patch);
+                }
                 let (obj, created) = reg.patch(ctx, self.name, patch_type, patch, force).await?;
                 let code = if created { StatusCode::CREATED } else { StatusCode::OK };
                 Ok(respond_json(code, &convert_object(obj, conversion, res)?))
             }
             ResourceCommand::Delete(query) => {
                 let (headers, body) = read_request_body(req).await?;
+                record_delete_options(ctx, &headers, &body);
                 let opts = delete_options(&headers, &body, query)?;
                 let obj = reg.delete(ctx, self.name, &opts).await?;
                 // As upstream: 202 only for an object left waiting when the request said
@@ -178,6 +238,7 @@ impl Target<'_> {
             }
             ResourceCommand::DeleteCollection { list, delete } => {
                 let (headers, body) = read_request_body(req).await?;
+                record_delete_options(ctx, &headers, &body);
                 let opts = delete_options(&headers, &body, delete)?;
                 let deleted = reg.delete_collection(ctx, &list, &opts).await?;
                 Ok(respond_json(StatusCode::OK, &convert_list(deleted, json!({}), conversion, res)?))
@@ -218,6 +279,16 @@ impl Target<'_> {
         r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
         Ok(r)
+    }
+}
+
+/// A delete's body (its `DeleteOptions`) in the audit event, at `Request` and above.
+fn record_delete_options(ctx: &mut Ctx<'_>, headers: &HeaderMap, body: &Bytes) {
+    let Some(rec) = ctx.audit.as_mut().filter(|r| r.level >= audit::Level::Request && !body.is_empty()) else {
+        return;
+    };
+    if let Ok(v) = decode_body(headers, body) {
+        rec.request_patch(header_str(headers, header::CONTENT_TYPE), body, &v);
     }
 }
 

@@ -442,6 +442,7 @@ async fn cluster() -> Option<Cluster> {
             join: None,
             authentication: Default::default(),
             anonymous_auth: true,
+            audit: None,
         },
         cancel.clone(),
     )

@@ -37,6 +37,7 @@ fn decide(
         dry_run: false,
         warnings: Default::default(),
         write: None,
+        audit_annotations: None,
     };
     futures::executor::block_on(NodeRestriction.validate(&attrs)).map_err(|e| {
         assert_eq!((e.code, e.reason), (403, "Forbidden"), "{}", e.message);

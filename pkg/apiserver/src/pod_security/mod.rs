@@ -4,8 +4,9 @@
 //!
 //! - Pods (create, update that changes an image or adds an ephemeral container, and the
 //!   `ephemeralcontainers` subresource) violating the enforce level are refused with 403;
-//!   violations of the warn level come back as warnings, of the audit level as audit
-//!   annotations (k1s has no audit log: they are logged).
+//!   violations of the warn level come back as warnings, of the audit level as annotations of
+//!   the request's audit event (`pod-security.kubernetes.io/audit-violations`, with
+//!   `enforce-policy`, `exempt` and `error` as upstream records them).
 //! - Pod-template workloads only get the warn and audit evaluations, never a refusal.
 //! - Namespaces with invalid labels are refused (422); tightening a namespace's enforce level
 //!   warns about the existing pods that violate it.
@@ -67,19 +68,13 @@ impl Audit {
         self.0.push((key, value));
     }
 
-    /// k1s has no audit log: the annotations go to the server's log instead, violations and
-    /// errors at info level, the rest (`enforce-policy`, `exempt`) at debug level.
-    fn record(&self, attrs: &Attributes<'_>) {
-        for (key, value) in &self.0 {
-            let (resource, name, user) = (attrs.resource.resource, attrs.name, attrs.user.name.as_str());
-            let namespace = attrs.namespace.unwrap_or("");
-            // The annotation's name is formatted only when the event is logged.
-            let annotation = format_args!("pod-security.kubernetes.io/{key}");
-            if matches!(*key, "audit-violations" | "error") {
-                tracing::info!(%annotation, value, resource, namespace, name, user, "PodSecurity audit annotation");
-            } else {
-                tracing::debug!(%annotation, value, resource, namespace, name, user, "PodSecurity audit annotation");
-            }
+    /// Adds the annotations to the request's audit event (when it is audited).
+    fn record(self, attrs: &Attributes<'_>) {
+        if !attrs.audited() {
+            return;
+        }
+        for (key, value) in self.0 {
+            attrs.annotate(format!("pod-security.kubernetes.io/{key}"), value);
         }
     }
 }
@@ -247,7 +242,8 @@ impl PodSecurity {
                 ));
             }
         }
-        let v = eval(policy.audit);
+        // The audit level is only evaluated for an audited request: its verdict goes nowhere else.
+        let v = if attrs.audited() { eval(policy.audit) } else { Vec::new() };
         if !v.is_empty() {
             audit.add(
                 "audit-violations",

@@ -57,6 +57,7 @@ impl Fixture {
             old_object: old,
             dry_run: false,
             warnings: Default::default(),
+            audit_annotations: None,
             write: None,
         };
         match self.plugin.validate(&attrs).await {
@@ -66,6 +67,29 @@ impl Fixture {
                 Err(e.message)
             }
         }
+    }
+}
+
+impl Fixture {
+    /// Runs the plugin on an audited create: the audit annotations it made.
+    async fn annotations(&self, resource: &'static ResourceInfo, ns: &str, obj: &Value) -> Vec<(String, String)> {
+        let mut obj = obj.clone();
+        let attrs = Attributes {
+            operation: Operation::Create,
+            resource,
+            subresource: None,
+            namespace: Some(ns),
+            name: "p",
+            user: &self.user,
+            object: Some(&mut obj),
+            old_object: None,
+            dry_run: false,
+            warnings: Default::default(),
+            audit_annotations: Some(Default::default()),
+            write: None,
+        };
+        let _ = self.plugin.validate(&attrs).await;
+        attrs.take_audit_annotations()
     }
 }
 
@@ -193,8 +217,34 @@ impl PodSecurity {
             old_object: old,
             dry_run: false,
             warnings: Default::default(),
+            audit_annotations: None,
             write: None,
         };
         self.validate(&attrs).await
     }
+}
+
+#[tokio::test]
+async fn audit_violations_and_the_enforced_policy_annotate_the_audit_event() {
+    let f = fixture(Config::default()).await;
+    f.namespace("team", json!({"pod-security.kubernetes.io/audit": "baseline"})).await;
+    f.namespace("open", json!({})).await;
+    let pods = info("", "pods");
+    let got = f.annotations(pods, "team", &privileged_pod("p")).await;
+    assert_eq!(
+        got,
+        vec![
+            ("pod-security.kubernetes.io/enforce-policy".to_string(), "privileged:latest".to_string()),
+            (
+                "pod-security.kubernetes.io/audit-violations".to_string(),
+                format!(r#"would violate PodSecurity "baseline:latest": {PRIVILEGED}"#)
+            ),
+        ]
+    );
+    let got = f.annotations(pods, "open", &privileged_pod("p")).await;
+    assert_eq!(got, vec![("pod-security.kubernetes.io/enforce-policy".to_string(), "privileged:latest".to_string())]);
+    let got = f.annotations(pods, "kube-system", &privileged_pod("p")).await;
+    assert_eq!(got, vec![("pod-security.kubernetes.io/exempt".to_string(), "namespace".to_string())]);
+    // Not audited: nothing is recorded (nor evaluated for the audit level).
+    assert_eq!(f.run(Operation::Create, pods, None, Some("team"), &privileged_pod("p"), None).await, Ok(vec![]));
 }

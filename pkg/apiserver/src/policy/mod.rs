@@ -8,9 +8,10 @@
 //! object its `paramRef` picks ([`params`]). A failed validation acts as the binding's
 //! `validationActions` say: `Deny` refuses the request with upstream's message and reason
 //! (Invalid, 422, unless the validation names another), `Warn` sends a `Warning` header,
-//! `Audit` (k1s has no audit log) is logged. Errors (compilation, evaluation, parameters)
-//! refuse under `failurePolicy: Fail` and are ignored under `Ignore`. Audit annotations are
-//! evaluated (their errors count as upstream's) and logged. The policy's status
+//! `Audit` annotates the request's audit event (`validation.policy.admission.k8s.io/validation_failure`).
+//! Errors (compilation, evaluation, parameters) refuse under `failurePolicy: Fail` and are
+//! ignored under `Ignore`. Audit annotations are evaluated (their errors count as upstream's)
+//! and published as `<policy>/<key>` annotations of the audit event. The policy's status
 //! (`observedGeneration`, `typeChecking`) is written by [`status`].
 //!
 //! The `authorizer` CEL variable asks the server's authorizer ([`authz`]). Not available: type
@@ -418,6 +419,8 @@ fn dispatch(p: &Policies, snapshot: &Snapshot, attrs: &Attributes<'_>) -> Result
         let request = if policy.uses("request") { request_value(attrs, version, kind) } else { Value::Null };
         let param_kind =
             policy.spec.get("paramKind").filter(|k| !k.is_null()).map(|k| params::resolve_kind(&p.store, k));
+        // The policy's audit annotations: each key's distinct values, over all bindings.
+        let mut annotations: Vec<(String, Vec<String>)> = Vec::new();
         for binding in &hook.bindings {
             let bname = binding.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
             let spec = &binding["spec"];
@@ -476,9 +479,17 @@ fn dispatch(p: &Policies, snapshot: &Snapshot, attrs: &Attributes<'_>) -> Result
                                 "Validation failed for ValidatingAdmissionPolicy '{}' with binding '{bname}': {}",
                                 policy.name, d.message
                             )),
-                            "Audit" => tracing::info!(
-                                policy = %policy.name, binding = bname, expression_index = i, message = %d.message,
-                                "validation.policy.admission.k8s.io/validation_failure"
+                            // Upstream's value: a list, for the failures to come.
+                            "Audit" if attrs.audited() => attrs.annotate(
+                                "validation.policy.admission.k8s.io/validation_failure".into(),
+                                serde_json::json!([{
+                                    "message": d.message,
+                                    "policy": policy.name,
+                                    "binding": bname,
+                                    "expressionIndex": i,
+                                    "validationActions": actions,
+                                }])
+                                .to_string(),
                             ),
                             _ => {}
                         }
@@ -490,9 +501,17 @@ fn dispatch(p: &Policies, snapshot: &Snapshot, attrs: &Attributes<'_>) -> Result
                     denials.push(Denial { policy: policy.name.clone(), binding: Some(bname.to_string()), decision });
                 }
                 for (key, value) in outcome.annotations {
-                    tracing::info!(annotation = %format!("{}/{key}", policy.name), %value, "admission policy audit annotation");
+                    match annotations.iter_mut().find(|(k, _)| *k == key) {
+                        Some((_, values)) if !values.contains(&value) => values.push(value),
+                        Some(_) => {}
+                        None => annotations.push((key, vec![value])),
+                    }
                 }
             }
+        }
+        // Several distinct values (parameters in the value expression) are joined, as upstream.
+        for (key, values) in annotations {
+            attrs.annotate(format!("{}/{key}", policy.name), values.join(", "));
         }
     }
     match denials.first() {

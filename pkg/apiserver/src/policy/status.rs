@@ -54,6 +54,7 @@ pub async fn run(policies: Arc<Policies>, registry: Arc<Registry>, cancel: Cance
                 field_manager: "validatingadmissionpolicy-status-controller".into(),
                 field_validation: registry::FieldValidation::Ignore,
                 warnings: Vec::new(),
+                audit: None,
             };
             let mut patch = json!({"status": status_for(p)});
             // A merge patch keeps what it does not name: clear earlier warnings explicitly.

@@ -101,10 +101,12 @@ impl Registry {
             old_object: None,
             dry_run: ctx.dry_run,
             warnings: Default::default(),
+            audit_annotations: ctx.admission_annotations(),
             write: None,
         };
         let admitted = self.admission.admit(&mut attrs).await;
         ctx.warnings.extend(attrs.take_warnings());
+        ctx.keep_annotations(&attrs);
         admitted?;
         keep_valid_managed_fields(obj, recorded);
         let requester = k1s_api::strategy::Requester {
@@ -233,6 +235,7 @@ mod tests {
                     field_manager: "test".into(),
                     field_validation: FieldValidation::Strict,
                     warnings: Vec::new(),
+                    audit: None,
                 };
                 let mut body = body.clone();
                 if dry_run {
@@ -307,6 +310,7 @@ mod tests {
                 field_manager: "kubectl-create".into(),
                 field_validation: FieldValidation::Strict,
                 warnings: Vec::new(),
+                audit: None,
             };
             let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
                               "metadata": {"name": format!("cm-{break_fields}")}, "data": {"mine": "x"}});

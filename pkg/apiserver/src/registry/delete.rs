@@ -166,8 +166,12 @@ impl Registry {
                 field_manager: ctx.field_manager.clone(),
                 field_validation: ctx.field_validation,
                 warnings: Vec::new(),
+                // Each item's admission annotates the one request's audit event.
+                audit: ctx.audit.take(),
             };
-            match self.delete(&mut sub, &name, opts).await {
+            let deleted = self.delete(&mut sub, &name, opts).await;
+            ctx.audit = sub.audit.take();
+            match deleted {
                 Ok(v) => out.push(v),
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),

@@ -48,6 +48,23 @@ pub struct Ctx<'a> {
     pub field_manager: String,
     pub field_validation: FieldValidation,
     pub warnings: Vec<String>,
+    /// What the request's audit event records (admission's annotations among it); `None` when
+    /// the request is not audited.
+    pub audit: Option<crate::audit::Recorded>,
+}
+
+impl Ctx<'_> {
+    /// The audit annotations admission may add to, when the request is audited.
+    pub(crate) fn admission_annotations(&self) -> Option<std::sync::Mutex<Vec<(String, String)>>> {
+        self.audit.as_ref().map(|_| Default::default())
+    }
+
+    /// Keeps the audit annotations admission added.
+    pub(crate) fn keep_annotations(&mut self, attrs: &admission::Attributes<'_>) {
+        if let Some(rec) = self.audit.as_mut() {
+            rec.annotations.extend(attrs.take_audit_annotations());
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -333,10 +350,12 @@ impl Registry {
             old_object: old,
             dry_run: ctx.dry_run,
             warnings: Default::default(),
+            audit_annotations: ctx.admission_annotations(),
             write,
         };
         let validated = self.admission.validate(&attrs).await;
         ctx.warnings.extend(attrs.take_warnings());
+        ctx.keep_annotations(&attrs);
         validated
     }
 
@@ -360,6 +379,7 @@ impl Registry {
             field_manager: "k1s".into(),
             field_validation: FieldValidation::Strict,
             warnings: Vec::new(),
+            audit: None,
         }
     }
 

@@ -116,10 +116,12 @@ impl Registry {
             old_object: Some(old),
             dry_run: ctx.dry_run,
             warnings: Default::default(),
+            audit_annotations: ctx.admission_annotations(),
             write: None,
         };
         let admitted = self.admission.admit(&mut attrs).await;
         ctx.warnings.extend(attrs.take_warnings());
+        ctx.keep_annotations(&attrs);
         admitted?;
         match ctx.subresource {
             None => info.strategy.prepare_for_update(&mut new, old),
