@@ -39,8 +39,29 @@ pub(crate) const BUILTIN_IDENTS: &[&str] = &[
 
 /// The parser's errors as cel-go prints them: `ERROR: <input>:1:6: msg`, then ` | line` and
 /// ` | ....^`.
+///
+/// Formatted here rather than by the `cel` crate's `Display`, which pads the caret with a format
+/// width and so panics for a column past 65 535 (or a negative one).
 pub(crate) fn format_parse_errors(errors: &ParseErrors) -> String {
-    errors.to_string().replace("\n| ", "\n | ")
+    let formatted: Vec<String> = errors
+        .errors
+        .iter()
+        .map(|e| {
+            let (line, col) = e.pos;
+            let mut text = format!("ERROR: <input>:{line}:{col}: {}", e.msg);
+            let snippet = e
+                .source_info
+                .as_ref()
+                .zip(usize::try_from(line - 1).ok())
+                .and_then(|(info, l)| info.source.lines().nth(l));
+            if let Some(snippet) = snippet {
+                let dots = usize::try_from(col).unwrap_or(0).saturating_sub(1);
+                text.push_str(&format!("\n | {snippet}\n | {}^", ".".repeat(dots)));
+            }
+            text
+        })
+        .collect();
+    formatted.join("\n")
 }
 
 /// Fails on an identifier that is neither declared in `vars`, bound by a macro, nor built in.

@@ -248,12 +248,51 @@ fn env() -> &'static Arc<cel::Env> {
     ENV.get_or_init(|| Arc::new(library::kubernetes_env()))
 }
 
+/// cel-go's (and the CEL spec's) default limit on the size of an expression, in code points.
+pub const MAX_EXPRESSION_CODE_POINTS: usize = 100_000;
+
+/// cel-go's default limit on how deeply an expression nests (its parser's recursion limit).
+pub const MAX_RECURSION_DEPTH: usize = 250;
+
+/// The stack a compilation needs besides [`COMPILE_STACK_PER_BYTE`]; the `cel` crate's ANTLR
+/// parser takes up to ~100 KiB per level of nesting in a debug build and stops nesting at 96.
+const COMPILE_STACK: usize = 32 << 20;
+/// Each byte of an expression may add a level to the parser's recursion (`1+1+1...`).
+const COMPILE_STACK_PER_BYTE: usize = 1 << 10;
+/// The stack an evaluation needs besides [`EVAL_STACK_PER_LEVEL`] per level of the program.
+const EVAL_STACK: usize = 256 << 10;
+/// The interpreter's stack per level of the (instrumented) expression, debug builds included.
+const EVAL_STACK_PER_LEVEL: usize = 128 << 10;
+
+/// How deeply an expression nests: 1 for a literal or a name.
+fn depth(expr: &cel::IdedExpr) -> usize {
+    use cel::common::ast::{EntryExpr, Expr};
+    let children: Vec<&cel::IdedExpr> = match &expr.expr {
+        Expr::Call(c) => c.target.as_deref().into_iter().chain(&c.args).collect(),
+        Expr::Comprehension(c) => vec![&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result],
+        Expr::List(l) => l.elements.iter().collect(),
+        Expr::Map(cel::common::ast::MapExpr { entries })
+        | Expr::Struct(cel::common::ast::StructExpr { entries, .. }) => entries
+            .iter()
+            .flat_map(|e| match &e.expr {
+                EntryExpr::MapEntry(me) => vec![&me.key, &me.value],
+                EntryExpr::StructField(f) => vec![&f.value],
+            })
+            .collect(),
+        Expr::Select(s) => vec![&*s.operand],
+        Expr::Unspecified | Expr::Ident(_) | Expr::Literal(_) => Vec::new(),
+    };
+    1 + children.into_iter().map(depth).max().unwrap_or(0)
+}
+
 /// A compiled expression: parse and checks done once, evaluated any number of times, from any
 /// thread.
 #[derive(Debug, Clone)]
 pub struct Program {
     source: String,
     expr: Arc<cel::IdedExpr>,
+    /// How deeply `expr` nests: what its evaluation needs of the stack.
+    depth: usize,
     uses: BTreeSet<String>,
     /// The parts of each declared variable the expression reads.
     paths: BTreeMap<String, Paths>,
@@ -261,12 +300,34 @@ pub struct Program {
 
 impl Program {
     /// Compiles `expr`, whose free identifiers must be among `vars` (e.g. `["self", "oldSelf"]`).
+    ///
+    /// Like cel-go, refuses an expression of more than [`MAX_EXPRESSION_CODE_POINTS`] or nested
+    /// deeper than [`MAX_RECURSION_DEPTH`]. The `cel` crate's parser recurses per level of
+    /// nesting and per operand of a chain (`a + b + c`), so compilation runs on a stack sized to
+    /// the expression's length rather than on the caller's (a request's, 2 MiB).
     pub fn compile(expr: &str, vars: &[&str]) -> Result<Program, CompileError> {
+        let size = expr.chars().count();
+        if size > MAX_EXPRESSION_CODE_POINTS {
+            return Err(CompileError::new(format!(
+                "ERROR: <input>:-1:0: expression code point size exceeds limit: size: {size}, limit {MAX_EXPRESSION_CODE_POINTS}"
+            )));
+        }
+        let stack = COMPILE_STACK + expr.len() * COMPILE_STACK_PER_BYTE;
+        stacker::maybe_grow(stack, stack, || Program::compile_here(expr, vars))
+    }
+
+    fn compile_here(expr: &str, vars: &[&str]) -> Result<Program, CompileError> {
         let program = env().compile(expr).map_err(|e| CompileError::new(check::format_parse_errors(&e)))?;
+        if depth(program.expression()) > MAX_RECURSION_DEPTH {
+            return Err(CompileError::new(format!(
+                "ERROR: <input>:-1:0: expression recursion limit exceeded: {MAX_RECURSION_DEPTH}"
+            )));
+        }
         let uses = check::check(expr, &program, vars)?;
         let paths = paths::read_paths(program.expression(), vars);
         let instrumented = cost::instrument(program.expression().clone());
-        Ok(Program { source: expr.to_owned(), expr: Arc::new(instrumented), uses, paths })
+        let depth = depth(&instrumented);
+        Ok(Program { source: expr.to_owned(), expr: Arc::new(instrumented), depth, uses, paths })
     }
 
     /// The parts of the declared variable `var` the expression reads (nothing for a variable
@@ -294,7 +355,12 @@ impl Program {
         context.set_variable_resolver(vars);
         let limit = budget.per_call_limit.min(budget.remaining);
         let deadline = Instant::now() + budget.timeout;
-        let (result, meter) = cost::metered(limit, deadline, || Value::resolve(&self.expr, &context));
+        // The interpreter recurses per level of the expression: past what is left of this
+        // thread's stack, it runs on one of its own.
+        let stack = EVAL_STACK + self.depth * EVAL_STACK_PER_LEVEL;
+        let (result, meter) = stacker::maybe_grow(stack, stack, || {
+            cost::metered(limit, deadline, || Value::resolve(&self.expr, &context))
+        });
         budget.charge(meter.used);
         match meter.aborted {
             Some(cost::Abort::Cost) => return Err(EvalError::CostLimitExceeded),

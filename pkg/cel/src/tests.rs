@@ -591,3 +591,61 @@ fn a_variable_bound_with_only_the_paths_read_evaluates_as_the_whole_value() {
     let unused = Program::compile("object.spec.replicas > 0", &["object", "oldObject"]).expect("compile");
     assert_eq!(unused.paths("oldObject"), Paths::default());
 }
+
+/// Runs `f` on a thread with a request's stack (a tokio worker's, 2 MiB).
+fn on_request_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::Builder::new().stack_size(2 << 20).spawn(f).expect("spawn").join().expect("no panic")
+}
+
+#[test]
+fn deeply_nested_expression_is_a_compile_error_not_a_stack_overflow() {
+    // Found by the cel fuzz target: ~20 nested parentheses or map literals overflowed a 2 MiB
+    // stack in the `cel` crate's parser (debug build), aborting the server.
+    for (open, close) in [("(", ")"), ("[", "]"), ("{1: ", "}"), ("-(", ")"), ("[1].map(x, ", ")")] {
+        for depth in [20, 95, 96, 1000, 30_000] {
+            let expr = format!("{}1{}", open.repeat(depth), close.repeat(depth));
+            let compiled = on_request_stack(move || Program::compile(&expr, &["self"]).map(|_| ()));
+            if depth >= 96 {
+                assert!(compiled.is_err(), "{open} x {depth}");
+            }
+        }
+    }
+    // A chain nests as deep as it is long without nesting in the parser's grammar: cel-go's limit.
+    let chain = |n: usize| format!("1{}", "+1".repeat(n));
+    let err = on_request_stack(move || Program::compile(&chain(30_000), &["self"])).expect_err("too deep");
+    assert_eq!(err.details(), "ERROR: <input>:-1:0: expression recursion limit exceeded: 250");
+}
+
+#[test]
+fn expression_as_deep_as_the_limit_evaluates_on_a_request_stack() {
+    // The interpreter recurses per level too: an accepted expression must not overflow either.
+    let value = on_request_stack(|| {
+        let p = Program::compile(&format!("1{}", "+1".repeat(MAX_RECURSION_DEPTH - 1)), &["self"]).expect("compiles");
+        p.eval_json(&Activation::new(), &mut CostBudget::default())
+    });
+    assert_eq!(value, Ok(json!(MAX_RECURSION_DEPTH)));
+    let nested = on_request_stack(|| {
+        let p = Program::compile(&format!("{}1{}", "[".repeat(90), "]".repeat(90)), &["self"]).expect("compiles");
+        p.eval_json(&Activation::new(), &mut CostBudget::default()).is_ok()
+    });
+    assert!(nested);
+}
+
+#[test]
+fn syntax_error_past_column_65535_is_a_compile_error_not_a_panic() {
+    // Found by the cel fuzz target's long inputs: the `cel` crate's error `Display` pads the
+    // caret with a format width, which panics past u16::MAX.
+    let expr = format!("{}1 +", "a.".repeat(40_000));
+    let err = Program::compile(&expr, &["a"]).expect_err("syntax error");
+    assert!(err.details().starts_with("ERROR: <input>:1:"), "{}", &err.details()[..100]);
+}
+
+#[test]
+fn expression_over_100000_code_points_is_refused() {
+    let expr = format!("'{}'", "é".repeat(MAX_EXPRESSION_CODE_POINTS));
+    let err = Program::compile(&expr, &["self"]).expect_err("too long");
+    assert_eq!(
+        err.details(),
+        "ERROR: <input>:-1:0: expression code point size exceeds limit: size: 100002, limit 100000"
+    );
+}
