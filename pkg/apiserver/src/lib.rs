@@ -53,6 +53,7 @@ mod virtual_resources;
 mod watch;
 mod webhooks;
 
+pub use endpoints::command::ResourceRequest;
 pub use join::JoinEndpoint;
 pub use kubelet_proxy::{KubeletClientConfig, KubeletTarget};
 pub use server::{ServeError, TlsMaterial};

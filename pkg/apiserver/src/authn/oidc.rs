@@ -335,6 +335,48 @@ fn split(token: &str) -> Option<Jws<'_>> {
     Some(Jws { header, claims, signed: &token[..h.len() + 1 + p.len()], signature: B64.decode(s).ok()? })
 }
 
+/// Verifies `token` at `now` against the key set document `jwks` as [`Oidc`] does, without
+/// fetching anything: `Ok(None)` when another issuer made it. For checks of the token handling
+/// alone (the fuzz targets); the server's authenticator fetches and refreshes the keys.
+pub fn verify_offline(settings: &Settings, jwks: &Value, token: &str, now: i64) -> Result<Option<UserInfo>, String> {
+    let Some((jws, user)) = read_token(settings, token, now)? else { return Ok(None) };
+    let keys = parse_jwks(jwks)?;
+    match signed_by(&keys, &jws) {
+        Some(true) => Ok(Some(user)),
+        _ => Err("oidc: verify token: failed to verify signature".into()),
+    }
+}
+
+/// The token's user, once its issuer, claims and algorithm are checked (not yet its
+/// signature): `Ok(None)` when another issuer made it.
+fn read_token<'t>(settings: &Settings, token: &'t str, now: i64) -> Result<Option<(Jws<'t>, UserInfo)>, String> {
+    let Some(jws) = split(token) else { return Ok(None) };
+    if jws.claims.get("iss").and_then(Value::as_str) != Some(settings.issuer_url.as_str()) {
+        return Ok(None);
+    }
+    let user = user_from_claims(settings, &jws.claims, now)?;
+    let alg = jws.header.get("alg").and_then(Value::as_str).unwrap_or_default();
+    if !settings.signing_algs.iter().any(|a| a == alg) {
+        return Err(format!(
+            "oidc: id token signed with unsupported algorithm, expected {:?} got {alg:?}",
+            settings.signing_algs
+        ));
+    }
+    Ok(Some((jws, user)))
+}
+
+/// Whether one of `keys` (those with the token's `kid`, when it names one) signed the token;
+/// `None` when no key fits.
+fn signed_by(keys: &[Key], jws: &Jws<'_>) -> Option<bool> {
+    let alg = jws.header.get("alg").and_then(Value::as_str).unwrap_or_default();
+    let kid = jws.header.get("kid").and_then(Value::as_str);
+    let candidates: Vec<&Key> = keys.iter().filter(|k| kid.is_none() || k.kid.as_deref() == kid).collect();
+    if candidates.is_empty() {
+        return None;
+    }
+    Some(candidates.iter().any(|k| verify_with(k, alg, jws.signed.as_bytes(), &jws.signature)))
+}
+
 fn rfc3339(s: i64) -> String {
     jiff::Timestamp::from_second(s).map(|t| t.to_string()).unwrap_or_else(|_| s.to_string())
 }
@@ -625,26 +667,9 @@ impl Oidc {
 
     /// Verifies `token` at `now`: `Ok(None)` when another issuer made it.
     async fn verify(&self, token: &str, now: i64) -> Result<Option<UserInfo>, String> {
-        let Some(jws) = split(token) else { return Ok(None) };
-        if jws.claims.get("iss").and_then(Value::as_str) != Some(self.settings.issuer_url.as_str()) {
-            return Ok(None);
-        }
-        let user = user_from_claims(&self.settings, &jws.claims, now)?;
-        let alg = jws.header.get("alg").and_then(Value::as_str).unwrap_or_default();
-        if !self.settings.signing_algs.iter().any(|a| a == alg) {
-            return Err(format!(
-                "oidc: id token signed with unsupported algorithm, expected {:?} got {alg:?}",
-                self.settings.signing_algs
-            ));
-        }
+        let Some((jws, user)) = read_token(&self.settings, token, now)? else { return Ok(None) };
         let kid = jws.header.get("kid").and_then(Value::as_str);
-        let verified = |set: &KeySet| -> Option<bool> {
-            let candidates: Vec<&Key> = set.keys.iter().filter(|k| kid.is_none() || k.kid.as_deref() == kid).collect();
-            if candidates.is_empty() {
-                return None;
-            }
-            Some(candidates.iter().any(|k| verify_with(k, alg, jws.signed.as_bytes(), &jws.signature)))
-        };
+        let verified = |set: &KeySet| signed_by(&set.keys, &jws);
         let mut outcome = self.current().as_deref().and_then(verified);
         // An unknown key (or none fitting and no kid): the issuer may have rotated its keys.
         if outcome != Some(true) && !(outcome == Some(false) && kid.is_some()) {

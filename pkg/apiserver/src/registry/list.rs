@@ -66,7 +66,8 @@ fn continue_token(rv: u64, start: &str) -> String {
     base64::engine::general_purpose::URL_SAFE.encode(raw)
 }
 
-fn parse_continue(token: &str) -> Result<(u64, String), ApiError> {
+/// The revision and start key of a `continue` token; 400 for one this server did not make.
+pub fn parse_continue(token: &str) -> Result<(u64, String), ApiError> {
     use base64::Engine as _;
     let bad = || {
         ApiError::bad_request(

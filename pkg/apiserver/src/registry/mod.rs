@@ -13,7 +13,7 @@ mod patch;
 mod update;
 
 pub use allocator::{Allocator, Allocators, Reservation};
-pub use list::{check_field_selector, matches, matches_fields, ListOptions, ListPage};
+pub use list::{check_field_selector, matches, matches_fields, parse_continue, ListOptions, ListPage};
 
 use crate::admission::{self, Chain, Operation};
 use crate::auth::UserInfo;
