@@ -24,6 +24,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("k1s-dns", 3),
     ("k1s-server", 4),
     ("k1s", 5),
+    // Tests only: the fuzz targets reach into the API, the API server and CEL.
+    ("k1s-fuzz", 5),
 ];
 
 /// Outside crates that only one workspace crate may use: the storage engines belong to the store.
