@@ -19,6 +19,46 @@ fn assert_status(code: u16, body: &serde_json::Value, want: u16, reason: &str) {
 }
 
 #[test]
+fn deeply_nested_input_gets_400_or_422_and_the_server_keeps_serving() {
+    // Found by the fuzz targets (issue 34): these overflowed a request thread's stack, which
+    // aborts the whole server.
+    let s = Server::start();
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let json = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"deep"}},"data":{}"x"{}}}"#,
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let f = s.write_file("deep.json", &json);
+    let (code, body) = s.curl("POST", cms, Some("application/json"), Some(&f));
+    assert_status(code, &body, 400, "BadRequest");
+    let yaml = format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: deep}}\ndata: {}x\n", "- ".repeat(100_000));
+    let f = s.write_file("deep.yaml", &yaml);
+    let (code, body) = s.curl("POST", cms, Some("application/yaml"), Some(&f));
+    assert_status(code, &body, 400, "BadRequest");
+    // A CEL expression nested past the parser's limit: the policy is invalid.
+    let policy = serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "deep"},
+        "spec": {"failurePolicy": "Fail",
+                 "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                     "operations": ["CREATE"], "resources": ["configmaps"]}]},
+                 "validations": [{"expression": format!("{}true{}", "(".repeat(1000), ")".repeat(1000))}]}
+    });
+    let f = s.write_file("deep-policy.json", &policy.to_string());
+    let (code, body) = s.curl(
+        "POST",
+        "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+        Some("application/json"),
+        Some(&f),
+    );
+    assert_status(code, &body, 422, "Invalid");
+    assert!(body["message"].as_str().is_some_and(|m| m.contains("compilation failed")), "{body}");
+    // Still serving.
+    s.ok(&["get", "configmaps", "-n", "default"]);
+}
+
+#[test]
 fn each_kind_of_bad_input_gets_its_status_and_writes_nothing() {
     let s = Server::start();
     let before = names(&s);
