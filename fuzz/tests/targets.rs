@@ -272,21 +272,35 @@ fn selectors(input: &[u8]) -> String {
         .into();
     let obj = json!({"metadata": {"name": "a", "namespace": "default", "labels": labels},
                      "spec": {"nodeName": "n"}, "status": {"phase": "Running"}});
-    let as_labels = Selector::parse_labels(&s).map(|sel| {
-        // A parsed selector prints as one that parses to the same requirements (what a list's
-        // continue token and a watch cache key on).
-        let printed = sel.to_string();
-        assert_eq!(Selector::parse_labels(&printed).as_ref(), Ok(&sel), "{s:?} printed as {printed:?}");
-        sel.matches_map(&labels);
-        sel.matches_labels(obj["metadata"].get("labels"));
-    });
-    let as_fields = Selector::parse_fields(&s).map(|sel| {
-        sel.matches_map(&labels);
-        for r in &sel.requirements {
-            let _ = k1s_api::selectors::field_string(&obj, &r.key);
-        }
-    });
-    format!("{} {}", as_labels.is_ok(), as_fields.is_ok())
+    // The outcome: the first operators parsed and whether they matched, or the error's kind.
+    let shape = |sel: &Selector, matched: bool| {
+        let ops: Vec<String> = sel.requirements.iter().take(3).map(|r| format!("{:?}", r.op)).collect();
+        format!("{} {matched}", ops.join(","))
+    };
+    let error = |e: k1s_api::selectors::SelectorError| e.0.split(':').next().unwrap_or_default().to_string();
+    let as_labels = Selector::parse_labels(&s)
+        .map(|sel| {
+            // A parsed selector prints as one that parses to the same requirements.
+            let printed = sel.to_string();
+            assert_eq!(Selector::parse_labels(&printed).as_ref(), Ok(&sel), "{s:?} printed as {printed:?}");
+            let matched = sel.matches_map(&labels);
+            assert_eq!(
+                sel.matches_labels(obj["metadata"].get("labels")),
+                matched,
+                "{s:?}: a map and its JSON match alike"
+            );
+            shape(&sel, matched)
+        })
+        .map_err(error);
+    let as_fields = Selector::parse_fields(&s)
+        .map(|sel| {
+            for r in &sel.requirements {
+                let _ = k1s_api::selectors::field_string(&obj, &r.key);
+            }
+            shape(&sel, sel.matches_map(&labels))
+        })
+        .map_err(error);
+    format!("{as_labels:?} {as_fields:?}")
 }
 
 #[test]
