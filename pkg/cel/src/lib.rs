@@ -261,8 +261,10 @@ const COMPILE_STACK: usize = 32 << 20;
 const COMPILE_STACK_PER_BYTE: usize = 1 << 10;
 /// The stack an evaluation needs besides [`EVAL_STACK_PER_LEVEL`] per level of the program.
 const EVAL_STACK: usize = 256 << 10;
-/// The interpreter's stack per level of the (instrumented) expression, debug builds included.
-const EVAL_STACK_PER_LEVEL: usize = 128 << 10;
+/// The interpreter's stack per level of the (instrumented) expression: unoptimized frames are
+/// large (up to ~70 KiB per operator of `1+1+...` in a debug build). Generous either way: an
+/// evaluation only moves to a stack of its own when the caller's has less left than this.
+const EVAL_STACK_PER_LEVEL: usize = if cfg!(debug_assertions) { 128 << 10 } else { 32 << 10 };
 
 /// How deeply an expression nests: 1 for a literal or a name.
 fn depth(expr: &cel::IdedExpr) -> usize {
