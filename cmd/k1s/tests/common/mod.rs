@@ -141,6 +141,16 @@ impl Server {
         s
     }
 
+    /// The API server alone (as [`Server::start`]) on a data dir that `prepare` makes before the
+    /// server first starts (e.g. mounts a small file system on it).
+    pub fn start_prepared(prepare: impl FnOnce(&Path)) -> Server {
+        let mut s = Self::start_unspawned();
+        std::fs::create_dir_all(s.data_dir()).expect("data dir");
+        prepare(&s.data_dir());
+        s.spawn();
+        s
+    }
+
     /// A whole node whose data dir `prepare` fills before the server first starts (e.g. with
     /// image archives in `agent/images`).
     pub fn start_node_prepared(prepare: impl FnOnce(&Path)) -> Server {
