@@ -12,8 +12,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// A file system mounted for the test; lazily unmounted (and its mount point removed) on drop,
-/// so a failing test leaves nothing mounted.
-struct Mount(PathBuf);
+/// so a failing test leaves nothing mounted. The image file of a loop mount is kept in its own
+/// temp dir.
+struct Mount(PathBuf, Option<tempfile::TempDir>);
 
 impl Mount {
     fn tmpfs(dir: &Path, size: &str) -> Mount {
@@ -28,8 +29,49 @@ impl Mount {
             dir.display(),
             String::from_utf8_lossy(&out.stderr)
         );
-        Mount(dir.to_path_buf())
+        Mount(dir.to_path_buf(), None)
     }
+
+    /// A fresh ext4 file system of `size` in an image file, loop-mounted on `dir` with
+    /// `errors=remount-ro`.
+    fn ext4(dir: &Path, size: &str) -> Mount {
+        let images = tempfile::tempdir().expect("tempdir");
+        let image = images.path().join("fs.img");
+        run(Command::new("truncate").args(["-s", size]).arg(&image));
+        run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image));
+        let m = Mount(dir.to_path_buf(), Some(images));
+        m.mount_image();
+        m
+    }
+
+    fn mount_image(&self) {
+        let image = self.1.as_ref().expect("an image").path().join("fs.img");
+        run(Command::new("mount").args(["-o", "loop,errors=remount-ro"]).arg(&image).arg(&self.0));
+    }
+
+    /// Makes the ext4 file system read-only under its open files, as the kernel does on an
+    /// error with `errors=remount-ro` (a plain `mount -o remount,ro` is refused while files are
+    /// open for writing).
+    fn make_read_only(&self) {
+        let out = Command::new("findmnt").args(["-n", "-o", "SOURCE"]).arg(&self.0).output().expect("findmnt");
+        let source = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let dev = Path::new(&source).file_name().expect("a loop device").to_string_lossy().into_owned();
+        std::fs::write(format!("/sys/fs/ext4/{dev}/trigger_fs_error"), "disk_faults test")
+            .expect("trigger an ext4 error");
+        let err = std::fs::write(self.0.join("probe"), "x").expect_err("the file system is read-only");
+        assert_eq!(err.raw_os_error(), Some(30), "EROFS: {err}");
+    }
+
+    /// Unmounts the (stopped server's) file system and mounts it again, writable.
+    fn remount(&self) {
+        run(Command::new("umount").arg(&self.0));
+        self.mount_image();
+    }
+}
+
+fn run(cmd: &mut Command) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(out.status.success(), "{cmd:?} failed (these tests need root): {}", String::from_utf8_lossy(&out.stderr));
 }
 
 impl Drop for Mount {
@@ -282,4 +324,74 @@ fn a_full_disk_fails_writes_with_a_status_keeps_reads_and_recovers_when_space_is
     s.crash_and_restart();
     assert_eq!(names(&s), acked, "the list after kill -9 and restart");
     eprintln!("disk_faults: full disk case took {:?}", started.elapsed());
+}
+
+#[test]
+fn a_read_only_data_dir_fails_writes_with_a_status_keeps_reads_and_loses_nothing() {
+    if on_etcd() {
+        eprintln!(
+            "disk_faults: skipped under K1S_TEST_DATASTORE=etcd: the server's etcd keeps its data outside the \
+             test's file system, so making that file system read-only does not fault the store"
+        );
+        return;
+    }
+    let started = Instant::now();
+    let mut mount = None;
+    let mut s = Server::start_prepared(|d| mount = Some(Mount::ext4(d, "400M")));
+    let mount = mount.expect("mounted");
+
+    let mut acked = Vec::new();
+    for i in 0..3 {
+        let name = format!("before-{i}");
+        let (code, body) = create(&s, &name);
+        assert_eq!(code, 201, "create {name}: {body}");
+        acked.push(name);
+    }
+    let rv = s.ok(&["get", "configmap", "before-2", "-o", "jsonpath={.metadata.resourceVersion}"]);
+    let (mut watcher, events) = watch(&s, &rv);
+
+    mount.make_read_only();
+
+    let (code, body) = create(&s, "during");
+    assert!(
+        code == 500 || code == 507,
+        "create on a read-only disk: HTTP {code} {body}\n{}",
+        common::tail(&s.logs(), 30)
+    );
+    assert_eq!(body["kind"], "Status", "{body}");
+    assert_eq!(body["code"].as_u64(), Some(u64::from(code)), "{body}");
+    let message = body["message"].as_str().unwrap_or_default();
+    eprintln!("disk_faults: HTTP {code}: {message}");
+    assert!(message.contains("Read-only file system"), "the message names the cause: {body}");
+    let (code2, body2) = create(&s, "during");
+    assert!(code2 == 500 || code2 == 507, "second create on a read-only disk: HTTP {code2} {body2}");
+
+    assert!(alive(&s), "the server died on a read-only disk:\n{}", common::tail(&s.logs(), 30));
+    assert_eq!(s.ok(&["get", "configmap", "before-0", "-o", "jsonpath={.metadata.name}"]), "before-0");
+    let (code, body) = s.curl("GET", "/api/v1/namespaces/default/configmaps/during", None, None);
+    assert_eq!(code, 404, "the failed create is not visible: {body}");
+    assert_eq!(names(&s), acked, "the list on a read-only disk");
+    let (mut watcher2, events2) = watch(&s, &rv);
+    for rx in [&events, &events2] {
+        assert!(rx.recv_timeout(Duration::from_secs(2)).is_err(), "no event from a failed write");
+    }
+    assert!(watcher.try_wait().expect("wait").is_none(), "the watch opened before is still open");
+    assert!(watcher2.try_wait().expect("wait").is_none(), "the watch opened after is still open");
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+    let _ = watcher2.kill();
+    let _ = watcher2.wait();
+    assert!(!s.logs().contains("panicked"), "no panic:\n{}", common::tail(&s.logs(), 30));
+
+    // An ext4 file system the kernel made read-only stays so until it is unmounted: the server
+    // is restarted on it mounted again, and then has everything acknowledged and takes the
+    // same create.
+    s.restart_after(|_| mount.remount());
+    assert_eq!(names(&s), acked, "the list after the file system was mounted again");
+    let (code, body) = create(&s, "during");
+    assert_eq!(code, 201, "create after the file system was mounted again: {body}");
+    acked.push("during".into());
+    acked.sort();
+    assert_eq!(names(&s), acked, "the list after the create");
+    eprintln!("disk_faults: read-only case took {:?}", started.elapsed());
 }

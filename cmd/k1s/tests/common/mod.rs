@@ -349,6 +349,14 @@ impl Server {
         self.spawn();
     }
 
+    /// Graceful stop, `between` on the stopped server's data dir (e.g. remounting it), and start
+    /// again.
+    pub fn restart_after(&mut self, between: impl FnOnce(&Path)) {
+        self.stop();
+        between(&self.data_dir());
+        self.spawn();
+    }
+
     /// `kill -9` and start again.
     pub fn crash_and_restart(&mut self) {
         if let Some(mut c) = self.child.take() {
