@@ -222,7 +222,8 @@ fn a_full_disk_fails_writes_with_a_status_keeps_reads_and_recovers_when_space_is
     // `k1s server` refuses a data dir with under 256 MiB free, so the file system is filled after
     // the start; 400 MiB leaves enough free for the restart at the end, after the test's writes.
     let mut s = Server::start_prepared(|d| mount = Some(Mount::tmpfs(d, "400m")));
-    let _mount = mount;
+    // `mount` outlives `s`: the server is stopped before its file system is unmounted.
+    assert!(mount.is_some(), "mounted");
 
     let mut acked = Vec::new();
     for i in 0..3 {
@@ -338,7 +339,8 @@ fn a_read_only_data_dir_fails_writes_with_a_status_keeps_reads_and_loses_nothing
     let started = Instant::now();
     let mut mount = None;
     let mut s = Server::start_prepared(|d| mount = Some(Mount::ext4(d, "400M")));
-    let mount = mount.expect("mounted");
+    // `mount` outlives `s`: the server is stopped before its file system is unmounted.
+    let fs = mount.as_ref().expect("mounted");
 
     let mut acked = Vec::new();
     for i in 0..3 {
@@ -350,7 +352,7 @@ fn a_read_only_data_dir_fails_writes_with_a_status_keeps_reads_and_loses_nothing
     let rv = s.ok(&["get", "configmap", "before-2", "-o", "jsonpath={.metadata.resourceVersion}"]);
     let (mut watcher, events) = watch(&s, &rv);
 
-    mount.make_read_only();
+    fs.make_read_only();
 
     let (code, body) = create(&s, "during");
     assert!(
@@ -386,7 +388,7 @@ fn a_read_only_data_dir_fails_writes_with_a_status_keeps_reads_and_loses_nothing
     // An ext4 file system the kernel made read-only stays so until it is unmounted: the server
     // is restarted on it mounted again, and then has everything acknowledged and takes the
     // same create.
-    s.restart_after(|_| mount.remount());
+    s.restart_after(|_| fs.remount());
     assert_eq!(names(&s), acked, "the list after the file system was mounted again");
     let (code, body) = create(&s, "during");
     assert_eq!(code, 201, "create after the file system was mounted again: {body}");
