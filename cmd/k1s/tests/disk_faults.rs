@@ -397,3 +397,77 @@ fn a_read_only_data_dir_fails_writes_with_a_status_keeps_reads_and_loses_nothing
     assert_eq!(names(&s), acked, "the list after the create");
     eprintln!("disk_faults: read-only case took {:?}", started.elapsed());
 }
+
+#[test]
+fn a_corrupt_store_at_start_is_reported_with_the_file_and_how_to_recover_and_exits_non_zero() {
+    if on_etcd() {
+        eprintln!("disk_faults: skipped under K1S_TEST_DATASTORE=etcd: the embedded store is not used");
+        return;
+    }
+    let mut s = Server::start();
+    assert_eq!(create(&s, "before").0, 201);
+    let data_dir = s.data_dir();
+    let k1s = |args: &[&str]| {
+        let out = Command::new(common::k1s_bin())
+            .args(args)
+            .arg(format!("--data-dir={}", data_dir.display()))
+            .output()
+            .expect("run k1s");
+        assert!(out.status.success(), "k1s {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    k1s(&["snapshot", "save", "--name=good"]);
+    assert_eq!(create(&s, "after-the-snapshot").0, 201);
+    s.stop();
+    let db = s.data_dir().join("server/db");
+    let manifests: Vec<PathBuf> = std::fs::read_dir(&db)
+        .expect("the store's folder")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("MANIFEST-")))
+        .collect();
+    assert!(!manifests.is_empty(), "a MANIFEST in {}", db.display());
+    for m in &manifests {
+        let mut f = std::fs::OpenOptions::new().write(true).open(m).expect("open MANIFEST");
+        f.write_all(b"not a RocksDB manifest, not at all: garbage").expect("corrupt");
+    }
+    let log = s.dir.path().join("corrupt-start.log");
+    let mut child = Command::new(common::k1s_bin())
+        .args(["server", "--disable-agent", "--disable=controllers,scheduler", "--https-listen-port=0"])
+        .arg("--bind-address=127.0.0.1")
+        .arg(format!("--config={}", s.dir.path().join("config.yaml").display()))
+        .arg(format!("--data-dir={}", s.data_dir().display()))
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("spawn k1s");
+    let status = common::exit_within(&mut child, Duration::from_secs(60), &log, "k1s on a corrupt store");
+    let out = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!status.success(), "a corrupt store must stop the server:\n{out}");
+    assert!(!out.contains("panicked") && !out.contains("backtrace"), "no panic, no backtrace:\n{out}");
+    assert!(out.contains(&format!("the store in {} is corrupt", db.display())), "{out}");
+    assert!(out.contains("MANIFEST-"), "names the file:\n{out}");
+    assert!(out.contains("--cluster-reset-restore-path") && out.contains("k1s snapshot ls"), "says how:\n{out}");
+
+    // Following the message brings the cluster back as the snapshot had it.
+    let aside = db.with_file_name("db.corrupt");
+    std::fs::rename(&db, &aside).expect("mv the corrupt store aside");
+    let snapshots = aside.join("snapshots");
+    let listed = Command::new(common::k1s_bin())
+        .args(["snapshot", "ls", &format!("--dir={}", snapshots.display())])
+        .output()
+        .expect("k1s snapshot ls");
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    let file = std::fs::read_dir(&snapshots)
+        .expect("snapshots")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("good-")))
+        .expect("the snapshot taken before");
+    assert!(listed.contains(&*file.file_name().expect("name").to_string_lossy()), "listed:\n{listed}");
+    k1s(&["server", &format!("--cluster-reset-restore-path={}", file.display())]);
+    s.restart();
+    let names = names(&s);
+    assert!(names.contains(&"before".to_string()), "{names:?}");
+    assert!(!names.contains(&"after-the-snapshot".to_string()), "{names:?}");
+}

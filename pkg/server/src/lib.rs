@@ -142,6 +142,16 @@ pub enum ServerError {
     DataDir { path: PathBuf, source: std::io::Error },
     #[error("opening the store")]
     Store(#[from] k1s_store::StoreError),
+    /// The embedded store's files do not read back: say which, and how to recover, rather than
+    /// only RocksDB's words.
+    #[error(
+        "the store in {dir} is corrupt: {message}\n\
+         To recover, move the corrupt store aside (`mv {dir} {dir}.corrupt`; its snapshots/ folder goes \
+         with it) and restore a snapshot: `k1s snapshot ls --dir {dir}.corrupt/snapshots` lists them, \
+         `k1s server --data-dir {data_dir} --cluster-reset-restore-path {dir}.corrupt/snapshots/FILE` \
+         restores one; or start again without it for an empty cluster"
+    )]
+    CorruptStore { dir: String, data_dir: String, message: String },
     #[error("setting up certificates")]
     Pki(#[from] k1s_pki::PkiError),
     #[error("starting the API server")]
@@ -328,7 +338,24 @@ pub async fn run(config: Config, cancel: CancellationToken) -> Result<(), Server
         ..StoreOptions::default()
     };
     let store = match &datastore {
-        Datastore::Embedded => Store::open(&server_dir.join("db"), opts)?,
+        Datastore::Embedded => {
+            let dir = server_dir.join("db");
+            Store::open(&dir, opts).map_err(|e| match e {
+                k1s_store::StoreError::Storage { message, .. } if message.contains("Corruption") => {
+                    ServerError::CorruptStore {
+                        dir: dir.display().to_string(),
+                        data_dir: config.data_dir.display().to_string(),
+                        message,
+                    }
+                }
+                k1s_store::StoreError::Corrupt(what) => ServerError::CorruptStore {
+                    dir: dir.display().to_string(),
+                    data_dir: config.data_dir.display().to_string(),
+                    message: format!("corrupt record at {what}"),
+                },
+                e => e.into(),
+            })?
+        }
         Datastore::Etcd(etcd) => Store::connect_etcd(etcd, opts).await?,
     };
     // On a shared datastore the first server publishes the cluster's key material there; every
