@@ -436,6 +436,7 @@ fn a_corrupt_store_at_start_is_reported_with_the_file_and_how_to_recover_and_exi
         .arg("--bind-address=127.0.0.1")
         .arg(format!("--config={}", s.dir.path().join("config.yaml").display()))
         .arg(format!("--data-dir={}", s.data_dir().display()))
+        .arg(format!("--write-kubeconfig={}", s.dir.path().join("corrupt-kubeconfig.yaml").display()))
         .env_remove("RUST_BACKTRACE")
         .env_remove("RUST_LIB_BACKTRACE")
         .stdout(Stdio::null())
@@ -465,7 +466,8 @@ fn a_corrupt_store_at_start_is_reported_with_the_file_and_how_to_recover_and_exi
         .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("good-")))
         .expect("the snapshot taken before");
     assert!(listed.contains(&*file.file_name().expect("name").to_string_lossy()), "listed:\n{listed}");
-    k1s(&["server", &format!("--cluster-reset-restore-path={}", file.display())]);
+    let kubeconfig = format!("--write-kubeconfig={}", s.dir.path().join("restore-kubeconfig.yaml").display());
+    k1s(&["server", &kubeconfig, &format!("--cluster-reset-restore-path={}", file.display())]);
     s.restart();
     let names = names(&s);
     assert!(names.contains(&"before".to_string()), "{names:?}");
