@@ -14,8 +14,19 @@ pub struct Etcd {
     dir: tempfile::TempDir,
 }
 
+/// A free loopback port no other etcd of this test process was given: the kernel may hand the
+/// same port to two tests binding port 0 at once (each closes it before its etcd binds it), and
+/// two servers on one etcd then trip over each other's data.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free loopback port").port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free loopback port").port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// Whether etcd answers `GET /health` with a healthy member.
