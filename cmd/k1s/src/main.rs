@@ -179,6 +179,13 @@ struct ServerArgs {
     /// (audit) Days rotated audit log files are kept, by the time in their name (0: forever).
     #[arg(long, env = "K1S_AUDIT_LOG_MAXAGE", default_value_t = 0)]
     audit_log_maxage: u64,
+    /// (audit) How the audit log is written: `blocking` (each event before its request goes on)
+    /// or `batch` (queued, written by a thread of its own; cheaper, dropped when the buffer is full).
+    #[arg(long, env = "K1S_AUDIT_LOG_MODE", default_value = "blocking")]
+    audit_log_mode: k1s_server::AuditLogMode,
+    /// (audit) Events the audit log's batch mode queues before it drops them.
+    #[arg(long, env = "K1S_AUDIT_LOG_BATCH_BUFFER_SIZE", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    audit_log_batch_buffer_size: u64,
     /// (audit) Send audit events to the webhook this kubeconfig names (batched EventList POSTs).
     #[arg(long, env = "K1S_AUDIT_WEBHOOK_CONFIG_FILE")]
     audit_webhook_config_file: Option<PathBuf>,
@@ -433,6 +440,8 @@ fn server_config(a: ServerArgs) -> Result<k1s_server::Config> {
             log_max_size_mb: a.audit_log_maxsize,
             log_max_backups: a.audit_log_maxbackup,
             log_max_age_days: a.audit_log_maxage,
+            log_mode: a.audit_log_mode,
+            log_batch_buffer_size: usize::try_from(a.audit_log_batch_buffer_size).unwrap_or(usize::MAX),
             webhook_config_file: a.audit_webhook_config_file,
             webhook_batching: k1s_server::AuditBatching {
                 max_size: usize::try_from(a.audit_webhook_batch_max_size).unwrap_or(usize::MAX),
@@ -663,7 +672,8 @@ mod tests {
             server_config(*a)
         };
         let cfg = args(&[]).expect("defaults");
-        assert_eq!(cfg.audit, k1s_server::AuditOptions::default());
+        assert_eq!(cfg.audit, k1s_server::AuditOptions { log_batch_buffer_size: 10_000, ..Default::default() });
+        assert_eq!(cfg.audit.log_mode, k1s_server::AuditLogMode::Blocking, "upstream's default");
         assert_eq!(cfg.audit.policy_file, None, "no policy: nothing is audited, as upstream");
         assert_eq!(cfg.audit.webhook_batching.max_size, 400);
         assert_eq!(cfg.audit.webhook_batching.max_wait, std::time::Duration::from_secs(30));
@@ -673,6 +683,8 @@ mod tests {
             "--audit-log-maxsize=5",
             "--audit-log-maxbackup=3",
             "--audit-log-maxage=7",
+            "--audit-log-mode=batch",
+            "--audit-log-batch-buffer-size=50",
             "--audit-webhook-config-file=/etc/k1s/audit-webhook.yaml",
             "--audit-webhook-batch-max-size=10",
             "--audit-webhook-batch-max-wait=2s",
@@ -683,12 +695,16 @@ mod tests {
         assert_eq!(a.policy_file.as_deref(), Some(std::path::Path::new("/etc/k1s/audit.yaml")));
         assert_eq!(a.log_path.as_deref(), Some(std::path::Path::new("-")));
         assert_eq!((a.log_max_size_mb, a.log_max_backups, a.log_max_age_days), (5, 3, 7));
+        assert_eq!((a.log_mode, a.log_batch_buffer_size), (k1s_server::AuditLogMode::Batch, 50));
         assert_eq!(a.webhook_config_file.as_deref(), Some(std::path::Path::new("/etc/k1s/audit-webhook.yaml")));
         assert_eq!(a.webhook_batching.max_size, 10);
         assert_eq!(a.webhook_batching.max_wait, std::time::Duration::from_secs(2));
         assert_eq!(a.webhook_batching.initial_backoff, std::time::Duration::from_millis(500));
         assert!(args(&["--audit-log-maxsize=-1"]).is_err(), "negative sizes are refused");
         assert!(args(&["--audit-webhook-batch-max-size=0"]).is_err());
+        let strict = args(&["--audit-log-mode=blocking-strict"]).expect_err("not supported");
+        assert!(strict.to_string().contains("blocking-strict is not supported"), "{strict}");
+        assert!(args(&["--audit-log-mode=fast"]).is_err());
     }
 
     #[test]

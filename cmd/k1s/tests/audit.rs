@@ -281,6 +281,37 @@ fn a_tiny_maxsize_rotates_the_log_and_keeps_maxbackup_backups() {
 }
 
 #[test]
+fn batch_mode_records_every_event_and_a_graceful_stop_writes_out_the_queue() {
+    let f = Files::new();
+    let policy = f.write("policy.yaml", POLICY);
+    let log = f.path("audit.log");
+    let mut s = Server::start_with(&[
+        &flag("audit-policy-file", &policy),
+        &flag("audit-log-path", &log),
+        "--audit-log-mode=batch",
+    ]);
+    let names: Vec<String> = (0..30).map(|i| format!("batched-{i}")).collect();
+    let manifests: String = names
+        .iter()
+        .map(|n| format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {n}, namespace: default}}\n---\n"))
+        .collect();
+    s.ok_stdin(&["apply", "-f", "-"], &manifests);
+    let created = wait_for(&log, 30, "30 create events", |e| is(e, "create", "configmaps", "ResponseComplete"));
+    for n in &names {
+        assert!(created.iter().any(|e| e["objectRef"]["name"] == n.as_str()), "{n} is not recorded");
+    }
+    // Each event is whole and at its level, both stages written.
+    let received = events(&log).into_iter().filter(|e| is(e, "create", "configmaps", "RequestReceived")).count();
+    assert!(received >= 30, "{received} RequestReceived events");
+    assert!(created.iter().all(|e| e["level"] == "Request" && e["requestObject"]["kind"] == "ConfigMap"));
+    // The last events before a stop are not lost.
+    s.ok(&["delete", "configmap", "batched-0", "-n", "default"]);
+    s.stop();
+    let deleted = events(&log).into_iter().filter(|e| is(e, "delete", "configmaps", "ResponseComplete")).count();
+    assert_eq!(deleted, 1, "the delete's event was written out before the server stopped");
+}
+
+#[test]
 fn a_malformed_policy_stops_the_server_naming_the_file_and_the_key() {
     let f = Files::new();
     let policy = f.write("policy.yaml", "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Everything\n");

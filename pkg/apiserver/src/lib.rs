@@ -239,7 +239,7 @@ pub async fn start(config: Config, cancel: CancellationToken) -> Result<ApiServe
     let mut tasks = tasks::Tasks::default();
     tasks.spawn("serving", server::serve(listener, tls, state.clone(), cancel.clone()));
     if let Some(auditor) = &config.audit {
-        tasks.spawn("the audit webhook sender", auditor.clone().run(cancel.clone()));
+        tasks.spawn("the audit backends", auditor.clone().run(cancel.clone()));
     }
     tasks.spawn("the service address repair", allocator.run_repair(cancel.clone()));
     for o in oidc {

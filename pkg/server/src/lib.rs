@@ -27,7 +27,7 @@ pub use k1s_kubelet::logs::rotation::{
     RotationPolicy as ContainerLogRotation,
 };
 
-pub use k1s_apiserver::audit::{webhook::Batching as AuditBatching, AuditOptions};
+pub use k1s_apiserver::audit::{log::LogMode as AuditLogMode, webhook::Batching as AuditBatching, AuditOptions};
 use k1s_apiserver::TlsMaterial;
 use k1s_pki::Pki;
 pub use k1s_store::EtcdConfig;

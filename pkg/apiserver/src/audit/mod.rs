@@ -51,6 +51,10 @@ pub struct AuditOptions {
     pub log_max_backups: usize,
     /// `--audit-log-maxage` (days; 0 keeps all).
     pub log_max_age_days: u64,
+    /// `--audit-log-mode`.
+    pub log_mode: log::LogMode,
+    /// `--audit-log-batch-buffer-size` (0 is upstream's 10,000): events queued in batch mode.
+    pub log_batch_buffer_size: usize,
     /// `--audit-webhook-config-file`: a kubeconfig naming the webhook.
     pub webhook_config_file: Option<PathBuf>,
     /// `--audit-webhook-batch-max-size`, `-max-wait`, `--audit-webhook-initial-backoff`.
@@ -87,13 +91,23 @@ impl Auditor {
         let policy = Policy::load(policy_file).map_err(AuditError::Policy)?;
         let log = match &opts.log_path {
             None => None,
-            Some(p) if p.as_os_str() == "-" => Some(log::LogBackend::stdout()),
             Some(p) => {
-                let rotation =
-                    log::Rotation::from_flags(opts.log_max_size_mb, opts.log_max_backups, opts.log_max_age_days);
-                let file = log::RotatingFile::open(p, rotation)
+                let out = if p.as_os_str() == "-" {
+                    log::Output::Stdout
+                } else {
+                    let rotation =
+                        log::Rotation::from_flags(opts.log_max_size_mb, opts.log_max_backups, opts.log_max_age_days);
+                    let file = log::RotatingFile::open(p, rotation)
+                        .map_err(|source| AuditError::Log { path: p.clone(), source })?;
+                    log::Output::File(file)
+                };
+                let buffer = match opts.log_batch_buffer_size {
+                    0 => log::DEFAULT_BATCH_BUFFER,
+                    n => n,
+                };
+                let backend = log::LogBackend::new(out, opts.log_mode, buffer)
                     .map_err(|source| AuditError::Log { path: p.clone(), source })?;
-                Some(log::LogBackend::file(file))
+                Some(backend)
             }
         };
         let webhook = match &opts.webhook_config_file {
@@ -112,12 +126,20 @@ impl Auditor {
         Ok(Some(Arc::new(Auditor { policy, log, webhook })))
     }
 
-    /// Runs the webhook's sender until `cancel` fires (returns at once without a webhook).
+    /// Runs the webhook's sender until `cancel` fires, then writes out what the log's batch
+    /// writer still holds.
     pub async fn run(self: Arc<Self>, cancel: CancellationToken) {
         match self.webhook.clone() {
             Some(w) => w.run(cancel).await,
             None => cancel.cancelled().await,
         }
+        let me = self.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Some(log) = &me.log {
+                log.flush(std::time::Duration::from_secs(5));
+            }
+        })
+        .await;
     }
 
     /// Starts the event of a request by `user` (`None`: authentication failed) when the policy
@@ -157,11 +179,14 @@ impl Auditor {
             return;
         }
         let line = ev.encode(stage, jiff::Timestamp::now());
-        if let Some(log) = &self.log {
-            log.write(&line);
-        }
-        if let Some(w) = &self.webhook {
-            w.process(Bytes::from(line));
+        match (&self.log, &self.webhook) {
+            (Some(log), Some(w)) => {
+                w.process(Bytes::copy_from_slice(&line));
+                log.write(line);
+            }
+            (Some(log), None) => log.write(line),
+            (None, Some(w)) => w.process(Bytes::from(line)),
+            (None, None) => {}
         }
     }
 }
