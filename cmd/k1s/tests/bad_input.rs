@@ -159,3 +159,82 @@ fn watch_from_a_compacted_revision_gets_410_expired() {
     );
     assert_eq!(list.0, 410, "{}", list.1);
 }
+
+/// The server's open file descriptors.
+fn open_fds(s: &Server) -> usize {
+    std::fs::read_dir(format!("/proc/{}/fd", s.pid())).map(|d| d.count()).unwrap_or(0)
+}
+
+#[test]
+fn slow_loris_clients_are_cut_off_while_others_are_served() {
+    use std::time::{Duration, Instant};
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let s = Server::start();
+    s.ok(&["get", "namespaces"]);
+    let before = open_fds(&s);
+    let ca = std::fs::read(s.data_dir().join("server/tls/server-ca.crt")).expect("CA");
+    let port = s.port;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let started = Instant::now();
+    // 20 clients that connect and never begin TLS, 20 that finish TLS and send half a request
+    // head, one byte a second (kube-apiserver's ReadHeaderTimeout is 32 s, its TLS handshake
+    // timeout 10 s).
+    let slow: Vec<_> = (0..40)
+        .map(|i| {
+            let ca = ca.clone();
+            rt.spawn(async move {
+                let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+                let mut buf = [0u8; 256];
+                if i % 2 == 0 {
+                    // Nothing sent: the server closes (EOF) or resets.
+                    let _ = tokio::time::timeout(Duration::from_secs(60), tcp.read(&mut buf)).await.expect("cut off");
+                    return started.elapsed();
+                }
+                let trust = k1s_pki::client::Trust::Pem { pem: &ca, what: "ca" };
+                let cfg = k1s_pki::client::client_config(trust, None, &[b"http/1.1"]).expect("config");
+                let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+                let mut tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(cfg))
+                    .connect(name, tcp)
+                    .await
+                    .expect("handshake");
+                tls.write_all(b"GET /api/v1/namespaces HTTP/1.1\r\nHost: 127.0.0.1\r\n").await.expect("write");
+                loop {
+                    if tls.write_all(b"x").await.is_err() || tls.flush().await.is_err() {
+                        return started.elapsed();
+                    }
+                    match tokio::time::timeout(Duration::from_secs(1), tls.read(&mut buf)).await {
+                        Ok(Ok(0)) | Ok(Err(_)) => return started.elapsed(),
+                        Ok(Ok(_)) => {}
+                        Err(_) => assert!(started.elapsed() < Duration::from_secs(60), "never cut off"),
+                    }
+                }
+            })
+        })
+        .collect();
+    // Meanwhile everyone else is served.
+    std::thread::sleep(Duration::from_secs(2));
+    let during = open_fds(&s);
+    assert!(during >= before + 35, "the slow clients hold connections: {during} open, {before} before");
+    s.ok(&["create", "configmap", "served-meanwhile", "-n", "default"]);
+    let times: Vec<Duration> = rt.block_on(async {
+        let mut out = Vec::new();
+        for t in slow {
+            out.push(t.await.expect("join"));
+        }
+        out
+    });
+    for (i, t) in times.iter().enumerate() {
+        if i % 2 == 0 {
+            assert!(*t >= Duration::from_secs(9) && *t < Duration::from_secs(20), "no handshake: cut after {t:?}");
+        } else {
+            assert!(*t >= Duration::from_secs(30) && *t < Duration::from_secs(45), "half a head: cut after {t:?}");
+        }
+    }
+    // Their connections are gone; the server still serves.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while open_fds(&s) > before + 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(open_fds(&s) <= before + 2, "descriptors left open: {} > {before}", open_fds(&s));
+    assert!(names(&s).contains(&"configmap/served-meanwhile".to_string()));
+}

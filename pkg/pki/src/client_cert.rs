@@ -29,6 +29,11 @@ impl ClientCert {
         Ok(())
     }
 
+    /// The shared slot's address: clones of one slot have the same.
+    pub(crate) fn slot_ptr(&self) -> *const () {
+        Arc::as_ptr(&self.current).cast()
+    }
+
     fn get(&self) -> Arc<CertifiedKey> {
         self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
     }

@@ -8,9 +8,11 @@
 //! (90 days) is left; the CAs last ten years. It must never depend on the API server or the
 //! store.
 
+pub mod client;
 mod client_cert;
 pub mod csr;
 mod inventory;
+pub mod serve;
 mod serving;
 
 pub use client_cert::ClientCert;

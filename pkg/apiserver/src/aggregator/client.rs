@@ -7,11 +7,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::ServerName;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -31,113 +27,29 @@ pub enum ClientError {
     Http { message: String },
 }
 
-/// The front proxy's client certificate and key, as rustls takes them.
-pub enum Identity {
-    Fixed {
-        chain: Vec<CertificateDer<'static>>,
-        key: PrivateKeyDer<'static>,
-    },
-    /// Whatever the slot holds at each handshake (renewed without a restart).
-    Reloadable(k1s_pki::ClientCert),
+pub use k1s_pki::client::{Identity, Trust};
+
+/// The front proxy's identity from PEM.
+pub fn identity_from_pem(cert_pem: &str, key_pem: &str) -> Result<Identity, ClientError> {
+    Identity::from_pem(cert_pem, key_pem, ("front proxy client certificate", "front proxy client key"))
+        .map_err(|e| ClientError::Tls { what: e.what, message: e.message })
 }
 
-impl Identity {
-    pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Identity, ClientError> {
-        let tls = |what, e: &dyn std::fmt::Display| ClientError::Tls { what, message: e.to_string() };
-        let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| tls("front proxy client certificate", &e))?;
-        let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| tls("front proxy client key", &e))?;
-        Ok(Identity::Fixed { chain, key })
-    }
-}
-
-/// How a backend's certificate is checked.
-pub enum Trust<'a> {
-    /// Against these PEM CAs (the system roots when empty).
-    Bundle(&'a [u8]),
-    /// Not at all (`insecureSkipTLSVerify`, and upstream's availability check).
-    Insecure,
-}
-
-/// Accepts any server certificate; signatures are still checked with the provider's algorithms.
-#[derive(Debug)]
-struct NoVerification(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for NoVerification {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// The TLS client configuration for one backend.
-pub fn tls_config(identity: Option<&Identity>, trust: Trust<'_>) -> Result<rustls::ClientConfig, ClientError> {
-    let tls = |what, e: &dyn std::fmt::Display| ClientError::Tls { what, message: e.to_string() };
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| tls("protocol versions", &e))?;
-    let builder = match trust {
-        Trust::Insecure => builder.dangerous().with_custom_certificate_verifier(Arc::new(NoVerification(provider))),
-        Trust::Bundle(pem) => {
-            let mut roots = rustls::RootCertStore::empty();
-            if pem.is_empty() {
-                for c in rustls_native_certs::load_native_certs().certs {
-                    let _ = roots.add(c);
-                }
-            } else {
-                for c in CertificateDer::pem_slice_iter(pem) {
-                    roots.add(c.map_err(|e| tls("caBundle", &e))?).map_err(|e| tls("caBundle", &e))?;
-                }
-            }
-            builder.with_root_certificates(roots)
-        }
-    };
-    let mut cfg = match identity {
-        Some(Identity::Fixed { chain, key }) => builder
-            .with_client_auth_cert(chain.clone(), key.clone_key())
-            .map_err(|e| tls("front proxy client certificate", &e))?,
-        Some(Identity::Reloadable(slot)) => builder.with_client_cert_resolver(Arc::new(slot.clone())),
-        None => builder.with_no_client_auth(),
-    };
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(cfg)
+/// The TLS client configuration for one backend (HTTP/1.1), from `cache`: the same bundle and
+/// identity give the same configuration.
+pub fn tls_config(
+    cache: &k1s_pki::client::ConfigCache,
+    identity: Option<&Identity>,
+    trust: Trust<'_>,
+) -> Result<Arc<rustls::ClientConfig>, ClientError> {
+    cache.get(trust, identity, &[b"http/1.1"]).map_err(|e| ClientError::Tls { what: e.what, message: e.message })
 }
 
 /// Sends `req` to `addr` over TLS, the certificate checked for `server_name`.
 pub async fn send(
     addr: &str,
     server_name: &str,
-    tls: rustls::ClientConfig,
+    tls: Arc<rustls::ClientConfig>,
     req: http::Request<Full<Bytes>>,
 ) -> Result<http::Response<Incoming>, ClientError> {
     let dial = |message: String| ClientError::Dial { addr: addr.to_string(), message };
@@ -151,7 +63,7 @@ pub async fn send(
         .map_err(|_| dial("i/o timeout".into()))?
         .map_err(|e| dial(e.to_string()))?;
     let _ = tcp.set_nodelay(true);
-    let stream = TlsConnector::from(Arc::new(tls))
+    let stream = TlsConnector::from(tls)
         .connect(name, tcp)
         .await
         .map_err(|e| ClientError::Handshake { message: e.to_string() })?;

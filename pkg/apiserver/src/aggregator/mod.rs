@@ -122,6 +122,8 @@ impl Remote {
 pub struct Aggregator {
     store: k1s_store::Store,
     identity: Option<client::Identity>,
+    /// TLS client configurations per CA bundle.
+    tls: k1s_pki::client::ConfigCache,
     remotes: RwLock<Arc<Vec<Remote>>>,
     /// Each available remote group-version's `APIResourceList`, by APIService name.
     discovery: RwLock<BTreeMap<String, Value>>,
@@ -136,13 +138,14 @@ impl Aggregator {
         let identity = match front_proxy {
             Some(f) => Some(match &f.reloadable {
                 Some(slot) => client::Identity::Reloadable(slot.clone()),
-                None => client::Identity::from_pem(&f.client_cert_pem, &f.client_key_pem)?,
+                None => client::identity_from_pem(&f.client_cert_pem, &f.client_key_pem)?,
             }),
             None => None,
         };
         let a = Arc::new(Aggregator {
             store,
             identity,
+            tls: k1s_pki::client::ConfigCache::new(64),
             remotes: RwLock::default(),
             discovery: RwLock::default(),
             changed: Notify::new(),
@@ -308,8 +311,12 @@ impl Aggregator {
         let mut headers = crate::kubelet_proxy::forwarded_headers(req.headers());
         let (_, body) = crate::endpoints::body::read_request_body(req).await?;
         set_identity_headers(&mut headers, user);
-        let trust = if remote.insecure { client::Trust::Insecure } else { client::Trust::Bundle(&remote.ca_bundle) };
-        let tls = client::tls_config(self.identity.as_ref(), trust)
+        let trust = if remote.insecure {
+            client::Trust::Insecure
+        } else {
+            client::Trust::bundle_or_system(&remote.ca_bundle, "caBundle")
+        };
+        let tls = client::tls_config(&self.tls, self.identity.as_ref(), trust)
             .map_err(|e| ApiError::service_unavailable(e.to_string()))?;
         let mut out = Request::builder()
             .method(method)
@@ -332,8 +339,8 @@ impl Aggregator {
     async fn fetch_discovery(&self, remote: &Remote, addr: &str) -> Result<Value, String> {
         let url = format!("https://{addr}{}", remote.discovery_path());
         let failing = |e: String| format!("failing or missing response from {url}: {e}");
-        let tls =
-            client::tls_config(self.identity.as_ref(), client::Trust::Insecure).map_err(|e| failing(e.to_string()))?;
+        let tls = client::tls_config(&self.tls, self.identity.as_ref(), client::Trust::Insecure)
+            .map_err(|e| failing(e.to_string()))?;
         let mut req = Request::get(remote.discovery_path())
             .header(header::ACCEPT, "application/json")
             .body(Full::new(Bytes::new()))

@@ -9,8 +9,7 @@
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::TokioIo;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use k1s_pki::client::{Identity, Trust};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -163,29 +162,21 @@ impl Endpoint {
         let tls = if scheme == "https" {
             let insecure = cluster.get("insecure-skip-tls-verify").and_then(Value::as_bool).unwrap_or(false);
             let ca = file("certificate-authority", &cluster)?.unwrap_or_default();
-            let trust = if insecure {
-                crate::aggregator::client::Trust::Insecure
-            } else {
-                if !ca.is_empty() && CertificateDer::pem_slice_iter(&ca).next().is_none() {
-                    return Err("certificate-authority: no PEM certificate".into());
-                }
-                crate::aggregator::client::Trust::Bundle(&ca)
-            };
+            let trust = if insecure { Trust::Insecure } else { Trust::bundle_or_system(&ca, "certificate-authority") };
             let identity = match (file("client-certificate", &user)?, file("client-key", &user)?) {
-                (Some(cert), Some(key)) => {
-                    let chain = CertificateDer::pem_slice_iter(&cert)
-                        .collect::<Result<Vec<_>, _>>()
-                        .map_err(|e| format!("client-certificate: {e}"))?;
-                    if chain.is_empty() {
-                        return Err("client-certificate: no PEM certificate".into());
-                    }
-                    let key = PrivateKeyDer::from_pem_slice(&key).map_err(|e| format!("client-key: {e}"))?;
-                    Some(crate::aggregator::client::Identity::Fixed { chain, key })
-                }
+                (Some(cert), Some(key)) => Some(
+                    Identity::from_pem(
+                        &String::from_utf8_lossy(&cert),
+                        &String::from_utf8_lossy(&key),
+                        ("client-certificate", "client-key"),
+                    )
+                    .map_err(|e| format!("{}: {}", e.what, e.message))?,
+                ),
                 (None, None) => None,
                 _ => return Err("users[].user: client-certificate and client-key go together".into()),
             };
-            let cfg = crate::aggregator::client::tls_config(identity.as_ref(), trust).map_err(|e| e.to_string())?;
+            let cfg = k1s_pki::client::client_config(trust, identity.as_ref(), &[b"http/1.1"])
+                .map_err(|e| format!("{}: {}", e.what, e.message))?;
             Some(Arc::new(cfg))
         } else {
             None
@@ -209,7 +200,7 @@ impl Endpoint {
         }
         let call = async {
             let resp = match &self.tls {
-                Some(tls) => crate::aggregator::client::send(&self.connect, &self.server_name, (**tls).clone(), req)
+                Some(tls) => crate::aggregator::client::send(&self.connect, &self.server_name, tls.clone(), req)
                     .await
                     .map_err(|e| e.to_string())?,
                 None => {

@@ -565,25 +565,11 @@ pub struct Oidc {
 
 impl Oidc {
     pub fn new(settings: Settings) -> Result<Oidc, String> {
-        let mut roots = rustls::RootCertStore::empty();
-        match &settings.ca_pem {
-            Some(pem) => {
-                for c in CertificateDer::pem_slice_iter(pem.as_bytes()) {
-                    roots.add(c.map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
-                }
-            }
-            None => {
-                for c in rustls_native_certs::load_native_certs().certs {
-                    let _ = roots.add(c);
-                }
-            }
-        }
-        let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let trust = match &settings.ca_pem {
+            Some(pem) => k1s_pki::client::Trust::Pem { pem: pem.as_bytes(), what: "certificateAuthority" },
+            None => k1s_pki::client::Trust::System,
+        };
+        let tls = k1s_pki::client::client_config(trust, None, &[b"http/1.1"]).map_err(|e| e.message)?;
         Ok(Oidc { settings, tls: Arc::new(tls), keys: RwLock::new(None), fetching: tokio::sync::Mutex::new(None) })
     }
 

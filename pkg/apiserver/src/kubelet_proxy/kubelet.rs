@@ -8,8 +8,7 @@ use http::{HeaderMap, Method, Request, Response};
 use http_body_util::Empty;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::ServerName;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -66,26 +65,17 @@ pub(crate) struct KubeletClient {
 
 impl KubeletClient {
     pub(crate) fn new(cfg: &KubeletClientConfig) -> Result<KubeletClient, KubeletClientError> {
-        let tls = |what, e: &dyn std::fmt::Display| KubeletClientError::Tls { what, message: e.to_string() };
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut roots = rustls::RootCertStore::empty();
-        for c in CertificateDer::pem_slice_iter(cfg.ca_pem.as_bytes()) {
-            roots.add(c.map_err(|e| tls("ca", &e))?).map_err(|e| tls("ca", &e))?;
-        }
-        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cfg.cert_pem.as_bytes())
-            .collect::<Result<_, _>>()
-            .map_err(|e| tls("client certificate", &e))?;
-        let key = PrivateKeyDer::from_pem_slice(cfg.key_pem.as_bytes()).map_err(|e| tls("client key", &e))?;
-        let builder = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| tls("protocol versions", &e))?
-            .with_root_certificates(roots);
-        let mut config = match &cfg.reloadable {
-            Some(slot) => builder.with_client_cert_resolver(Arc::new(slot.clone())),
-            None => builder.with_client_auth_cert(chain, key).map_err(|e| tls("client certificate", &e))?,
+        let tls = |e: k1s_pki::client::ClientTlsError| KubeletClientError::Tls { what: e.what, message: e.message };
+        let identity = match &cfg.reloadable {
+            Some(slot) => k1s_pki::client::Identity::Reloadable(slot.clone()),
+            None => {
+                k1s_pki::client::Identity::from_pem(&cfg.cert_pem, &cfg.key_pem, ("client certificate", "client key"))
+                    .map_err(tls)?
+            }
         };
+        let trust = k1s_pki::client::Trust::Pem { pem: cfg.ca_pem.as_bytes(), what: "ca" };
         // Upgrades (SPDY, WebSocket) need HTTP/1.1.
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let config = k1s_pki::client::client_config(trust, Some(&identity), &[b"http/1.1"]).map_err(tls)?;
         Ok(KubeletClient { connector: TlsConnector::from(Arc::new(config)) })
     }
 

@@ -5,8 +5,7 @@
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::TokioIo;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -28,29 +27,13 @@ pub struct Target {
     pub path: String,
 }
 
-fn tls_config(ca_bundle: Option<&[u8]>) -> Result<rustls::ClientConfig, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    match ca_bundle.filter(|b| !b.is_empty()) {
-        Some(pem) => {
-            for c in CertificateDer::pem_slice_iter(pem) {
-                let c = c.map_err(|e| format!("invalid caBundle: {e}"))?;
-                roots.add(c).map_err(|e| format!("invalid caBundle: {e}"))?;
-            }
-        }
-        None => {
-            let native = rustls_native_certs::load_native_certs();
-            for c in native.certs {
-                let _ = roots.add(c);
-            }
-        }
-    }
-    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(cfg)
+/// The TLS configuration for a webhook's CA bundle (the system roots without one), built once
+/// per bundle: webhooks are called on every matching request, their bundles rarely change.
+fn tls_config(ca_bundle: Option<&[u8]>) -> Result<Arc<rustls::ClientConfig>, String> {
+    static CACHE: std::sync::LazyLock<k1s_pki::client::ConfigCache> =
+        std::sync::LazyLock::new(|| k1s_pki::client::ConfigCache::new(64));
+    let trust = k1s_pki::client::Trust::bundle_or_system(ca_bundle.unwrap_or_default(), "caBundle");
+    CACHE.get(trust, None, &[b"http/1.1"]).map_err(|e| format!("invalid {}: {}", e.what, e.message))
 }
 
 /// POSTs `body` (JSON) and gives the reply's status and body; errors read as Go's client
@@ -71,7 +54,7 @@ pub async fn post(
         };
         let tcp = TcpStream::connect(&target.connect).await.map_err(|e| format!("dial tcp {}: {e}", target.connect))?;
         let _ = tcp.set_nodelay(true);
-        let tls = TlsConnector::from(Arc::new(cfg))
+        let tls = TlsConnector::from(cfg)
             .connect(name, tcp)
             .await
             .map_err(|e| format!("tls: failed to verify certificate: {e}"))?;

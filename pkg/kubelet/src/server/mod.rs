@@ -25,7 +25,6 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full, StreamBody};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use k1s_api::errors::chain;
 use k1s_cri::v1 as cri;
 use k1s_cri::RuntimeService;
@@ -34,11 +33,9 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
@@ -103,7 +100,17 @@ pub async fn serve(config: ServerConfig, cancel: CancellationToken) -> Result<Ku
     let local_addr = listener.local_addr().map_err(|source| ServerError::Bind { addr: config.listen, source })?;
     tracing::info!(%local_addr, "kubelet server listening");
     let guard = Arc::new(Guard { auth: config.auth, node: config.node_name });
-    let task = tokio::spawn(accept_loop(listener, TlsAcceptor::from(Arc::new(tls)), config.runtime, guard, cancel));
+    // The loop shared with the API server (`k1s_pki::serve`): 10 s for the TLS handshake,
+    // 32 s for a request's head, so slow clients are cut off.
+    let limits = k1s_pki::serve::Limits::default();
+    let runtime = config.runtime;
+    let task = tokio::spawn(k1s_pki::serve::serve(listener, Arc::new(tls), limits, "kubelet", cancel, move |conn| {
+        let (rt, guard, peer) = (runtime.clone(), guard.clone(), Arc::new(conn.certificates));
+        move |req| {
+            let (rt, guard, peer) = (rt.clone(), guard.clone(), peer.clone());
+            async move { handle(rt, &guard, &peer, req).await }
+        }
+    }));
     Ok(KubeletServer { local_addr, task })
 }
 
@@ -111,61 +118,6 @@ pub async fn serve(config: ServerConfig, cancel: CancellationToken) -> Result<Ku
 struct Guard {
     auth: Arc<auth::Authorizer>,
     node: String,
-}
-
-async fn accept_loop(
-    listener: TcpListener,
-    acceptor: TlsAcceptor,
-    rt: Arc<dyn RuntimeService>,
-    guard: Arc<Guard>,
-    cancel: CancellationToken,
-) {
-    loop {
-        let (tcp, remote) = tokio::select! {
-            _ = cancel.cancelled() => return,
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!(error = %e, "kubelet server accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let _ = tcp.set_nodelay(true);
-        let (acceptor, rt, guard, cancel) = (acceptor.clone(), rt.clone(), guard.clone(), cancel.clone());
-        tokio::spawn(async move {
-            let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
-                Ok(Ok(t)) => t,
-                Ok(Err(e)) => {
-                    tracing::debug!(%remote, error = %e, "kubelet TLS handshake failed");
-                    return;
-                }
-                Err(_) => return,
-            };
-            let peer: Arc<Vec<Vec<u8>>> = Arc::new(
-                tls.get_ref().1.peer_certificates().map(|c| c.iter().map(|d| d.to_vec()).collect()).unwrap_or_default(),
-            );
-            let svc = hyper::service::service_fn(move |req| {
-                let (rt, peer, guard) = (rt.clone(), peer.clone(), guard.clone());
-                async move { Ok::<_, Infallible>(handle(rt, &guard, &peer, req).await) }
-            });
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), svc);
-            tokio::pin!(conn);
-            tokio::select! {
-                r = conn.as_mut() => {
-                    if let Err(e) = r {
-                        tracing::trace!(%remote, error = %e, "kubelet connection ended");
-                    }
-                }
-                _ = cancel.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
-                }
-            }
-        });
-    }
 }
 
 pub(crate) fn full(code: StatusCode, body: impl Into<Bytes>) -> Response<Body> {

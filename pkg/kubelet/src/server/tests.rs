@@ -3,10 +3,12 @@
 
 use super::*;
 use http_body_util::Empty;
+use hyper_util::rt::TokioIo;
 use k1s_cri::FakeRuntime;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::collections::HashMap;
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A throwaway CA with a serving certificate for 127.0.0.1 and client certificates.

@@ -244,55 +244,17 @@ impl GetError {
     }
 }
 
-/// Accepts any certificate, as upstream's `InsecureSkipVerify`.
-#[derive(Debug)]
-struct NoVerification(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for NoVerification {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &rustls_pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls_pki_types::CertificateDer<'_>],
-        _server_name: &rustls_pki_types::ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls_pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        _message: &[u8],
-        _cert: &rustls_pki_types::CertificateDer<'_>,
-        _dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        _message: &[u8],
-        _cert: &rustls_pki_types::CertificateDer<'_>,
-        _dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-fn tls_config() -> Result<rustls::ClientConfig, GetFailure> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut cfg = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| GetFailure::Tls(e.to_string()))?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(NoVerification(provider)))
-        .with_no_client_auth();
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(cfg)
+/// The probes' TLS configuration, built once: certificates are not checked, as upstream's
+/// prober sets `InsecureSkipVerify` (the handshake's signature still is).
+fn tls_config() -> Result<Arc<rustls::ClientConfig>, GetFailure> {
+    static CONFIG: std::sync::OnceLock<Result<Arc<rustls::ClientConfig>, GetFailure>> = std::sync::OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            k1s_pki::client::client_config(k1s_pki::client::Trust::Insecure, None, &[b"http/1.1"])
+                .map(Arc::new)
+                .map_err(|e| GetFailure::Tls(e.message))
+        })
+        .clone()
 }
 
 /// Go-like text of a TLS failure.
@@ -372,7 +334,7 @@ async fn once(
         let (status, location, body) = match target.scheme {
             Scheme::Http => send(TokioIo::new(tcp), request).await?,
             Scheme::Https => {
-                let connector = tokio_rustls::TlsConnector::from(Arc::new(tls_config()?));
+                let connector = tokio_rustls::TlsConnector::from(tls_config()?);
                 let name = match target.host.parse::<std::net::IpAddr>() {
                     Ok(ip) => rustls_pki_types::ServerName::IpAddress(ip.into()),
                     Err(_) => rustls_pki_types::ServerName::try_from(target.host.clone())
