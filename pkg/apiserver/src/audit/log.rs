@@ -422,7 +422,7 @@ mod tests {
         assert!(start.elapsed() < Duration::from_secs(5), "writes never wait for the disk");
         log.flush(Duration::from_secs(10));
         let kept = std::fs::read_to_string(&full_path).expect("read").lines().count();
-        assert!(kept >= 1 && kept <= 20_000, "{kept}");
+        assert!((1..=20_000).contains(&kept), "{kept}");
         let Sink::Queued { dropped, .. } = &log.sink else { panic!("batch mode") };
         assert_eq!(dropped.load(Ordering::Relaxed) as usize + kept, 20_000, "each line written or counted as dropped");
     }
