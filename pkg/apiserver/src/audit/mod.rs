@@ -136,7 +136,7 @@ impl Auditor {
         let me = self.clone();
         let _ = tokio::task::spawn_blocking(move || {
             if let Some(log) = &me.log {
-                log.flush(std::time::Duration::from_secs(5));
+                log.flush();
             }
         })
         .await;
@@ -181,10 +181,10 @@ impl Auditor {
         let line = ev.encode(stage, jiff::Timestamp::now());
         match (&self.log, &self.webhook) {
             (Some(log), Some(w)) => {
-                w.process(Bytes::copy_from_slice(&line));
-                log.write(line);
+                log.write(&line);
+                w.process(Bytes::from(line));
             }
-            (Some(log), None) => log.write(line),
+            (Some(log), None) => log.write(&line),
             (None, Some(w)) => w.process(Bytes::from(line)),
             (None, None) => {}
         }
