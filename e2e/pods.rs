@@ -484,6 +484,82 @@ fn restarting_k1s_keeps_running_containers_and_restart_counts() {
     assert_eq!(condition(&after, "Ready"), "True");
 }
 
+/// The containerd this node's server supervises (its command line names the test's folder).
+fn containerd_pid(s: &Server) -> Option<u32> {
+    let dir = s.dir.path().display().to_string();
+    std::fs::read_dir("/proc").ok()?.filter_map(Result::ok).find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+        (comm.trim() == "containerd" && String::from_utf8_lossy(&cmdline).contains(&dir)).then_some(pid)
+    })
+}
+
+/// Issue 34: containerd killed with SIGKILL under running pods is restarted by k1s; the pods'
+/// containers keep their IDs and restart counts, the node is Ready again within 10 s of
+/// containerd's return, and a pod created during the outage runs.
+#[test]
+fn containerd_killed_under_running_pods_is_restarted_and_the_pods_keep_their_containers() {
+    let s = Server::start_node();
+    let manifest: String = (0..3)
+        .map(|i| {
+            format!(
+                "apiVersion: v1\nkind: Pod\nmetadata: {{name: keep-{i}}}\nspec:\n  containers:\n  - name: c\n    image: {IMAGE}\n    command: [\"sleep\", \"3600\"]\n---\n"
+            )
+        })
+        .collect();
+    s.ok_stdin(&["apply", "-f", "-"], &manifest);
+    let before: Vec<Value> = (0..3)
+        .map(|i| wait_pod(&s, &format!("keep-{i}"), "Running", 90, |p| condition(p, "Ready") == "True"))
+        .collect();
+    let old = containerd_pid(&s).expect("the supervised containerd");
+    let status = std::process::Command::new("kill").args(["-9", &old.to_string()]).status().expect("kill");
+    assert!(status.success());
+    // A pod created while containerd is down (or coming back).
+    s.ok_stdin(
+        &["apply", "-f", "-"],
+        &format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: during}}\nspec:\n  containers:\n  - name: c\n    image: {IMAGE}\n    command: [\"sleep\", \"3600\"]\n"),
+    );
+    let new = eventually(Duration::from_secs(60), "containerd restarted", || {
+        containerd_pid(&s)
+            .filter(|p| *p != old)
+            .filter(|_| std::os::unix::net::UnixStream::connect(s.containerd_socket()).is_ok())
+    });
+    let back = std::time::Instant::now();
+    s.wait_node_ready();
+    assert!(back.elapsed() < Duration::from_secs(10), "the node Ready {:?} after containerd came back", back.elapsed());
+    assert!(s.logs().contains("containerd exited"), "the restart is logged");
+    // And told on the Node, as Events.
+    let events = eventually(Duration::from_secs(30), "the node's containerd events", || {
+        let out = s.ok(&[
+            "get",
+            "events",
+            "-n",
+            "default",
+            "--field-selector",
+            "involvedObject.kind=Node",
+            "-o",
+            "jsonpath={range .items[*]}{.type} {.reason}: {.message}{\"\\n\"}{end}",
+        ]);
+        out.contains("ContainerdRestarted").then_some(out)
+    });
+    assert!(
+        events.contains("Warning ContainerdExited: containerd exited (signal: 9 (SIGKILL)); restarting it in"),
+        "{events}"
+    );
+    assert!(events.contains("Normal ContainerdRestarted: containerd was restarted and is ready (restart 1)"), "{events}");
+    wait_pod(&s, "during", "the pod created during the outage Running", 90, |p| condition(p, "Ready") == "True");
+    // A few sync rounds for the kubelet to (not) touch the old containers.
+    std::thread::sleep(Duration::from_secs(5));
+    for (i, b) in before.iter().enumerate() {
+        let after = pod(&s, &format!("keep-{i}"));
+        assert_eq!(container_status(&after)["containerID"], container_status(b)["containerID"], "keep-{i}");
+        assert_eq!(container_status(&after)["restartCount"], 0, "keep-{i}");
+        assert_eq!(condition(&after, "Ready"), "True", "keep-{i}");
+    }
+    assert_ne!(new, old);
+}
+
 #[test]
 fn logs_exec_and_port_forward_reach_the_container() {
     use std::io::{BufRead, BufReader, Write};

@@ -62,6 +62,43 @@ fn the_kubelet_waits_for_a_runtime_that_is_not_initialized_yet_and_the_node_beco
     assert_eq!(message, "kubelet is posting ready status");
 }
 
+/// Issue 34: an external runtime (`--container-runtime-endpoint`) that goes away is reported on
+/// the node and retried; the kubelet keeps running and the node is Ready again once it is back.
+/// As upstream's kubelet, the node turns NotReady ("container runtime is down") after 30 s
+/// without a successful runtime status check, so the outage here lasts 40 s.
+#[test]
+fn an_external_runtime_that_goes_away_is_reported_on_the_node_and_retried() {
+    let fake = Arc::new(FakeRuntime::new());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (endpoint, rt) = serve_fake(&fake, dir.path());
+    let mut s = Server::start_agent_with(&[&format!("--container-runtime-endpoint={endpoint}"), "--disable=proxy,dns"]);
+    s.wait_node_ready();
+    // The runtime dies: its process (here, its tokio runtime) and socket are gone.
+    rt.shutdown_background();
+    let _ = std::fs::remove_file(dir.path().join("fake-cri.sock"));
+    let gone = std::time::Instant::now();
+    let message = eventually(Duration::from_secs(60), "the node NotReady", || {
+        let (status, message) = ready_condition(&s);
+        (status == "False").then_some(message)
+    });
+    assert_eq!(message, "container runtime is down");
+    assert!(gone.elapsed() >= Duration::from_secs(25), "NotReady after {:?}: before upstream's 30 s", gone.elapsed());
+    let remaining = Duration::from_secs(40).saturating_sub(gone.elapsed());
+    std::thread::sleep(remaining);
+    assert!(s.is_running(), "the kubelet (and the server) keep running without the runtime");
+    let logs = s.logs();
+    assert!(logs.contains("container runtime status check failed"), "{logs}");
+
+    // Back on the same socket: the kubelet reconnects and the node is Ready.
+    let (_endpoint, _rt) = serve_fake(&fake, dir.path());
+    let back = std::time::Instant::now();
+    s.wait_node_ready();
+    assert!(back.elapsed() < Duration::from_secs(10), "Ready {:?} after the runtime came back", back.elapsed());
+    let (_, message) = ready_condition(&s);
+    assert_eq!(message, "kubelet is posting ready status");
+    s.stop();
+}
+
 /// Issue 19: a node that registered NotReady (containerd's CNI not loaded yet) turned Ready only
 /// at the next 5 s runtime check. As upstream's `fastStatusUpdateOnce`, the kubelet checks every
 /// 100 ms until the node is first Ready, then every 5 s again.

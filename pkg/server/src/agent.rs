@@ -48,6 +48,7 @@ pub async fn start(
     let kubelet_root = config.data_dir.join("agent").join("kubelet");
     std::fs::create_dir_all(&kubelet_root)
         .map_err(|source| ServerError::DataDir { path: kubelet_root.clone(), source })?;
+    let mut containerd_status = None;
     let endpoint = match &config.container_runtime_endpoint {
         Some(ep) => ep.clone(),
         None => {
@@ -67,6 +68,7 @@ pub async fn start(
                 .await
                 .map_err(AgentError::from)?;
             let ep = format!("unix://{}", handle.socket().display());
+            containerd_status = Some(handle.subscribe());
             tasks.push(Running::spawn("containerd's supervision", async move {
                 if let Err(e) = handle.join().await {
                     tracing::error!(error = %e, "containerd supervision ended");
@@ -90,6 +92,11 @@ pub async fn start(
     let cn = format!("system:node:{node}");
     let id = Identity { file: "kubelet", cn: &cn, orgs: &["system:nodes"], agent: "kubelet" };
     let client = component_client(pki, cred_dir, api_url, id).await?;
+    if let Some(status) = containerd_status {
+        let recorder = k1s_runtime::events::Recorder::new(client.clone(), "kubelet", Some(&config.node_name));
+        let node = config.node_name.clone();
+        tasks.push(Running::spawn("containerd's events", containerd_events(status, recorder, node)));
+    }
     // The local-path provisioner creates and deletes PersistentVolumes, which no kubelet may:
     // it has an identity (and role) of its own, as k3s's runs under its own ServiceAccount.
     let id = Identity {
@@ -142,4 +149,28 @@ pub async fn start(
         }
     }));
     Ok(tasks)
+}
+
+/// Tells on the Node, as Events, each time the supervised containerd exits (with the back-off
+/// before the next try) and each time it is back; ends when the supervision does.
+async fn containerd_events(
+    mut status: tokio::sync::watch::Receiver<k1s_kubelet::containerd::ContainerdStatus>,
+    recorder: k1s_runtime::events::Recorder,
+    node: String,
+) {
+    // As upstream's kubelet refers to its node in events: the node's name as its uid.
+    let node_ref = k1s_runtime::events::reference("v1", "Node", None, &node, Some(&node));
+    let mut seen = status.borrow().clone();
+    while status.changed().await.is_ok() {
+        let now = status.borrow_and_update().clone();
+        for e in k1s_kubelet::containerd::status_events(&seen, &now) {
+            let kind = if e.warning {
+                k1s_runtime::events::EventType::Warning
+            } else {
+                k1s_runtime::events::EventType::Normal
+            };
+            recorder.record(&node_ref, kind, e.reason, &e.message).await;
+        }
+        seen = now;
+    }
 }

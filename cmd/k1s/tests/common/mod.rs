@@ -343,6 +343,11 @@ impl Server {
         std::fs::read_to_string(self.log()).unwrap_or_default()
     }
 
+    /// Whether the server process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
     /// Graceful stop (SIGTERM) and start again on the same data dir.
     pub fn restart(&mut self) {
         self.stop();

@@ -22,6 +22,6 @@ pub use mount::{
     SharedMountChange, SystemMounts,
 };
 pub use supervisor::{
-    Backoff, ChildProcess, ContainerdStatus, OsChild, OsProcessControl, ProcessControl, SpawnSpec, StopSignal,
-    Supervisor, SupervisorConfig, SupervisorError, SupervisorHandle,
+    status_events, Backoff, ChildProcess, ContainerdStatus, OsChild, OsProcessControl, ProcessControl, SpawnSpec,
+    StatusEvent, StopSignal, Supervisor, SupervisorConfig, SupervisorError, SupervisorHandle,
 };

@@ -169,10 +169,45 @@ pub struct ContainerdStatus {
     pub ready: bool,
     /// How many times containerd was restarted after exiting.
     pub restarts: u32,
-    /// How the last process exited, if one did.
+    /// How the last process exited (or the last restart failed), if one did.
     pub last_exit: Option<String>,
+    /// How many times containerd has exited (or failed to restart) so far.
+    pub failures: u32,
+    /// The back-off before the next restart, while one is pending.
+    pub restart_in: Option<Duration>,
     /// The supervisor has stopped containerd for good (cancelled).
     pub stopped: bool,
+}
+
+/// An Event about containerd for the node: Warning or Normal, reason, message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatusEvent {
+    pub warning: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// The Events a change of containerd's status makes: each exit (or failed restart) with the
+/// back-off before the next try, each restart that came up.
+pub fn status_events(before: &ContainerdStatus, now: &ContainerdStatus) -> Vec<StatusEvent> {
+    let mut out = Vec::new();
+    if now.failures > before.failures {
+        let exit = now.last_exit.as_deref().unwrap_or("unknown");
+        let next = now.restart_in.map_or_else(String::new, |d| format!("; restarting it in {d:?}"));
+        out.push(StatusEvent {
+            warning: true,
+            reason: "ContainerdExited",
+            message: format!("containerd exited ({exit}){next} (failure {})", now.failures),
+        });
+    }
+    if now.restarts > before.restarts {
+        out.push(StatusEvent {
+            warning: false,
+            reason: "ContainerdRestarted",
+            message: format!("containerd was restarted and is ready (restart {})", now.restarts),
+        });
+    }
+    out
 }
 
 /// Starts and supervises containerd.
@@ -365,6 +400,8 @@ async fn supervise<P: ProcessControl>(
             s.pid = None;
             s.ready = false;
             s.last_exit = Some(exit);
+            s.failures += 1;
+            s.restart_in = Some(delay);
         });
         // Restart until a start succeeds or we are cancelled.
         child = loop {
@@ -389,12 +426,19 @@ async fn supervise<P: ProcessControl>(
                 Ok(child) => break child,
                 Err(err) => {
                     tracing::warn!(error = %err, retry_in_ms = delay.as_millis() as u64, "containerd restart failed");
-                    status.send_modify(|s| s.last_exit = Some(err.to_string()));
+                    status.send_modify(|s| {
+                        s.last_exit = Some(err.to_string());
+                        s.failures += 1;
+                        s.restart_in = Some(delay);
+                    });
                 }
             }
         };
         started = Instant::now();
-        status.send_modify(|s| s.restarts += 1);
+        status.send_modify(|s| {
+            s.restarts += 1;
+            s.restart_in = None;
+        });
         tracing::info!(pid = child.id(), "containerd restarted and ready");
     }
 }

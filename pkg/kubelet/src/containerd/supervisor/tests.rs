@@ -421,3 +421,55 @@ async fn real_processes_are_started_signalled_and_reaped() {
     assert!(!Path::new(&format!("/proc/{pid}")).exists(), "no zombie left");
     assert!(!OsProcessControl.socket_accepts(&dir.path().join("none.sock")).await);
 }
+
+#[test]
+fn each_exit_and_each_restart_makes_an_event_for_the_node() {
+    let up = ContainerdStatus { pid: Some(1000), ready: true, ..Default::default() };
+    assert!(status_events(&up, &up).is_empty(), "no change, no event");
+    let down = ContainerdStatus {
+        pid: None,
+        ready: false,
+        last_exit: Some("signal: 9 (SIGKILL)".into()),
+        failures: 1,
+        restart_in: Some(Duration::from_millis(500)),
+        ..up.clone()
+    };
+    assert_eq!(
+        status_events(&up, &down),
+        vec![StatusEvent {
+            warning: true,
+            reason: "ContainerdExited",
+            message: "containerd exited (signal: 9 (SIGKILL)); restarting it in 500ms (failure 1)".into(),
+        }]
+    );
+    // The observer may see only the latest of several changes: an exit and the restart after it.
+    let again = ContainerdStatus { pid: Some(1001), ready: true, restarts: 1, restart_in: None, ..down.clone() };
+    assert_eq!(
+        status_events(&down, &again),
+        vec![StatusEvent {
+            warning: false,
+            reason: "ContainerdRestarted",
+            message: "containerd was restarted and is ready (restart 1)".into(),
+        }]
+    );
+    let both = status_events(&up, &again);
+    assert_eq!(both.iter().map(|e| e.reason).collect::<Vec<_>>(), ["ContainerdExited", "ContainerdRestarted"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn failures_and_the_next_backoff_are_in_the_status() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fake = FakeControl::scripted(&[Behaviour::Listen, Behaviour::ExitAtOnce, Behaviour::Listen]);
+    let cancel = CancellationToken::new();
+    let handle = Supervisor::with_control(config(dir.path()), fake.clone()).start(cancel.clone()).await.expect("start");
+    let mut rx = handle.subscribe();
+    fake.crash(0, 1);
+    let first = wait_status(&mut rx, |s| s.failures == 1).await;
+    assert_eq!(first.restart_in, Some(Duration::from_millis(500)));
+    let second = wait_status(&mut rx, |s| s.failures == 2).await;
+    assert_eq!(second.restart_in, Some(Duration::from_secs(1)), "doubled after a failed restart");
+    let up = wait_status(&mut rx, |s| s.restarts == 1 && s.ready).await;
+    assert_eq!((up.failures, up.restart_in), (2, None));
+    cancel.cancel();
+    handle.join().await.expect("join");
+}
