@@ -547,7 +547,10 @@ fn containerd_killed_under_running_pods_is_restarted_and_the_pods_keep_their_con
         events.contains("Warning ContainerdExited: containerd exited (signal: 9 (SIGKILL)); restarting it in"),
         "{events}"
     );
-    assert!(events.contains("Normal ContainerdRestarted: containerd was restarted and is ready (restart 1)"), "{events}");
+    assert!(
+        events.contains("Normal ContainerdRestarted: containerd was restarted and is ready (restart 1)"),
+        "{events}"
+    );
     wait_pod(&s, "during", "the pod created during the outage Running", 90, |p| condition(p, "Ready") == "True");
     // A few sync rounds for the kubelet to (not) touch the old containers.
     std::thread::sleep(Duration::from_secs(5));

@@ -25,6 +25,10 @@ if [ -n "${K1S_BINARY:-}" ]; then
   binary=$K1S_BINARY
 else
   export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
+  # A reproducible stamp: the commit's time, unless the caller chose one.
+  if [ -z "${SOURCE_DATE_EPOCH:-}" ] && epoch=$(git -C "$root" log -1 --format=%ct 2>/dev/null); then
+    export SOURCE_DATE_EPOCH=$epoch
+  fi
   cargo build --release --workspace --bins
   binary=$CARGO_TARGET_DIR/release/k1s
 fi

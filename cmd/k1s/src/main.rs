@@ -16,6 +16,8 @@ use tokio_util::sync::CancellationToken;
 
 mod secrets_encrypt;
 mod snapshot;
+#[cfg(test)]
+mod stamp;
 mod token;
 mod uninstall;
 
@@ -26,8 +28,21 @@ const DEFAULT_CONFIG: &str = "/etc/k1s/config.yaml";
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `k1s version` and `k1s --version`: the release, the Kubernetes API it serves, and the build's
+/// stamp (`build.rs`), as `/version` reports it.
+const VERSION: &str = concat!(
+    "v",
+    env!("CARGO_PKG_VERSION"),
+    " (Kubernetes v1.35 API)\ngit commit: ",
+    env!("K1S_GIT_COMMIT"),
+    " (tree state: ",
+    env!("K1S_GIT_TREE_STATE"),
+    ")\nbuild date: ",
+    env!("K1S_BUILD_DATE"),
+);
+
 #[derive(Parser, Debug)]
-#[command(name = "k1s", version, about = "k1s: a small, fast, single-node Kubernetes", args_override_self = true)]
+#[command(name = "k1s", version = VERSION, about = "k1s: a small, fast, single-node Kubernetes", args_override_self = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -518,10 +533,15 @@ fn log_colour(stderr_is_terminal: bool, no_color: Option<std::ffi::OsString>) ->
 }
 
 fn main() -> Result<()> {
+    k1s_server::set_build(k1s_server::Build {
+        git_commit: env!("K1S_GIT_COMMIT"),
+        git_tree_state: env!("K1S_GIT_TREE_STATE"),
+        build_date: env!("K1S_BUILD_DATE"),
+    });
     let cli = parse_cli()?;
     match cli.command {
         Command::Version => {
-            println!("k1s version v{} (Kubernetes v1.35 API)", env!("CARGO_PKG_VERSION"));
+            println!("k1s version {VERSION}");
             Ok(())
         }
         Command::Killall(args) => uninstall::killall(args),

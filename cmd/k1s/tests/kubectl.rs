@@ -586,6 +586,37 @@ fn explain_api_resources_and_version() {
     }
 }
 
+/// `/version` names the build (issue 37): the commit of the checkout it was built from and the
+/// time it was built (or `SOURCE_DATE_EPOCH`), and `k1s --version` says the same.
+#[test]
+fn version_names_the_commit_and_the_build_date() {
+    let s = Server::start();
+    let v: Value = serde_json::from_str(&s.curl_text("GET", "/version", &[], None).1).expect("json");
+    let head = std::process::Command::new("git")
+        .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    match head {
+        // Built from this checkout (the build script reruns when HEAD moves).
+        Some(head) => {
+            assert_eq!(v["gitCommit"], head.as_str(), "{v}");
+            assert!(matches!(v["gitTreeState"].as_str(), Some("clean" | "dirty")), "{v}");
+        }
+        None => assert_eq!(v["gitCommit"], "unknown", "{v}"),
+    }
+    let date = v["buildDate"].as_str().expect("buildDate");
+    // RFC 3339 in UTC (`2006-01-02T15:04:05Z`, which sorts as it reads), between 2026 and now.
+    let now = std::process::Command::new("date").args(["-u", "+%Y-%m-%dT%H:%M:%SZ"]).output().expect("date");
+    let now = String::from_utf8_lossy(&now.stdout).trim().to_string();
+    assert!(date.len() == 20 && date.ends_with('Z') && &date[10..11] == "T", "buildDate {date}");
+    assert!(date > "2026-01-01T00:00:00Z" && date <= now.as_str(), "buildDate {date}, now {now}");
+    let out = std::process::Command::new(common::k1s_bin()).arg("--version").output().expect("k1s --version");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(v["gitCommit"].as_str().unwrap_or("?")) && text.contains(date), "{text}");
+}
+
 /// kr8s asks for `GET /version/` before anything else; upstream serves every discovery and
 /// non-resource path with a trailing slash as it serves it without one.
 #[test]

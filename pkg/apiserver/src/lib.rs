@@ -49,6 +49,7 @@ mod storage_admission;
 mod subresources;
 mod table;
 mod tasks;
+pub mod version;
 mod virtual_resources;
 mod watch;
 mod webhooks;

@@ -28,6 +28,7 @@ pub use k1s_kubelet::logs::rotation::{
 };
 
 pub use k1s_apiserver::audit::{log::LogMode as AuditLogMode, webhook::Batching as AuditBatching, AuditOptions};
+pub use k1s_apiserver::version::{set_build, Build};
 use k1s_apiserver::TlsMaterial;
 use k1s_pki::Pki;
 pub use k1s_store::EtcdConfig;

@@ -14,13 +14,14 @@ use serde_json::{json, Value};
 use std::sync::atomic::Ordering;
 
 fn version_doc() -> Value {
+    let build = crate::version::build();
     json!({
         "major": "1",
         "minor": "35",
         "gitVersion": concat!("v1.35.0+k1s-", env!("CARGO_PKG_VERSION")),
-        "gitCommit": option_env!("K1S_GIT_COMMIT").unwrap_or("unknown"),
-        "gitTreeState": "clean",
-        "buildDate": option_env!("K1S_BUILD_DATE").unwrap_or("1970-01-01T00:00:00Z"),
+        "gitCommit": build.git_commit,
+        "gitTreeState": build.git_tree_state,
+        "buildDate": build.build_date,
         "goVersion": "rust",
         "compiler": "rustc",
         "platform": format!("{}/{}", std::env::consts::OS, if std::env::consts::ARCH == "x86_64" { "amd64" } else if std::env::consts::ARCH == "aarch64" { "arm64" } else { std::env::consts::ARCH }),
