@@ -419,6 +419,17 @@ impl Collector for ProcessCollector {
                 &ConstGauge::new(start),
             )?;
         }
+        // Tasks alive on the runtime serving the scrape (the whole server's): a number that must
+        // not grow while the load does not (the soak, hack/soak.sh, watches it).
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let tasks = i64::try_from(rt.metrics().num_alive_tasks()).unwrap_or(i64::MAX);
+            encode_one(
+                &mut encoder,
+                "k1s_runtime_alive_tasks",
+                "Tasks alive on the server's async runtime",
+                &ConstGauge::new(tasks),
+            )?;
+        }
         Ok(())
     }
 }
@@ -632,6 +643,8 @@ mod tests {
             line(&text, "process_open_fds ").is_some() && line(&text, "process_cpu_seconds_total ").is_some(),
             "{text}"
         );
+        let tasks = line(&text, "k1s_runtime_alive_tasks ").expect("tasks");
+        assert!(tasks.rsplit(' ').next().and_then(|v| v.parse::<u64>().ok()).is_some(), "{tasks}");
     }
 
     #[test]
