@@ -258,6 +258,10 @@ struct ServerArgs {
     /// (db) Restore the store from this snapshot file, then exit (start k1s again afterwards).
     #[arg(long, env = "K1S_CLUSTER_RESET_RESTORE_PATH")]
     cluster_reset_restore_path: Option<PathBuf>,
+    /// (db) k3s's cluster reset, then exit: with --cluster-reset-restore-path it restores that
+    /// snapshot; alone it changes nothing (the embedded store has one member) and says so.
+    #[arg(long, env = "K1S_CLUSTER_RESET")]
+    cluster_reset: bool,
     /// (auth) Static bearer tokens: a CSV file of token,user,uid and optionally
     /// "group1,group2" per line (kube-apiserver's format), read at start.
     #[arg(long, env = "K1S_TOKEN_AUTH_FILE")]
@@ -558,6 +562,13 @@ fn main() -> Result<()> {
                     bail!("--cluster-reset-restore-path restores the embedded store; with --datastore-endpoint restore etcd with its own tools (etcdctl snapshot restore)");
                 }
                 return snapshot::restore(&args.data_dir, file);
+            }
+            if args.cluster_reset {
+                if args.datastore_endpoint.is_some() {
+                    bail!("--cluster-reset resets the embedded store; with --datastore-endpoint manage etcd's members with its own tools (etcdctl member)");
+                }
+                println!("{}", snapshot::CLUSTER_RESET_ALONE);
+                return Ok(());
             }
             let filter = if args.debug { "debug" } else { "info" };
             tracing_subscriber::fmt()

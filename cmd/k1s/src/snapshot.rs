@@ -106,7 +106,15 @@ pub fn run(args: SnapshotArgs) -> Result<()> {
     }
 }
 
-/// `k1s server --cluster-reset-restore-path FILE`: restore, say what happened, exit.
+/// What `k1s server --cluster-reset` without a snapshot says: k3s forgets the other etcd
+/// members there; k1s's embedded store has none.
+pub const CLUSTER_RESET_ALONE: &str =
+    "k1s's embedded store has a single member: there is no cluster membership to reset and \
+nothing was changed. To go back to a snapshot: k1s server --cluster-reset --cluster-reset-restore-path FILE \
+(k1s snapshot ls lists them). Start k1s again without --cluster-reset to serve.";
+
+/// `k1s server [--cluster-reset] --cluster-reset-restore-path FILE`: restore, say what
+/// happened, exit.
 pub fn restore(data_dir: &Path, file: &Path) -> Result<()> {
     let restored = k1s_server::snapshot::restore(data_dir, file)
         .with_context(|| format!("restoring {} into {}", file.display(), data_dir.display()))?;

@@ -72,11 +72,16 @@ fn save(s: &Server) -> PathBuf {
 }
 
 fn restore(s: &Server, file: &Path) -> Output {
+    restore_as(s, &[&format!("--cluster-reset-restore-path={}", file.display())])
+}
+
+/// `k1s server` on the test's data dir with `flags` (a restore, or k3s's `--cluster-reset`).
+fn restore_as(s: &Server, flags: &[&str]) -> Output {
     Command::new(common::k1s_bin())
         .arg("server")
         .arg(format!("--data-dir={}", s.data_dir().display()))
         .arg(format!("--config={}", s.dir.path().join("config.yaml").display()))
-        .arg(format!("--cluster-reset-restore-path={}", file.display()))
+        .args(flags)
         .output()
         .expect("run k1s server --cluster-reset-restore-path")
 }
@@ -167,7 +172,12 @@ fn snapshot_round_trip_restores_every_object_with_its_uid_and_old_resource_versi
     assert!(rv_before_restore > rv_at_save);
     s.stop();
 
-    let out = restore(&s, &file);
+    // k3s's form (`--cluster-reset` alone changes nothing and says so), then the restore as k3s
+    // users type it: the same as the k1s form, `--cluster-reset-restore-path` alone.
+    let alone = restore_as(&s, &["--cluster-reset"]);
+    let said = String::from_utf8_lossy(&alone.stdout);
+    assert!(alone.status.success() && said.contains("nothing was changed"), "{said}");
+    let out = restore_as(&s, &["--cluster-reset", &format!("--cluster-reset-restore-path={}", file.display())]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "restore failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("start k1s again"), "{stdout}");
