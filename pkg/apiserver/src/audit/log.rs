@@ -2,8 +2,8 @@
 //! upstream's default `blocking` mode ([`LogMode::Blocking`]) each event is written before the
 //! request goes on; in `batch` mode ([`LogMode::Batch`]) it is queued (at most
 //! `--audit-log-batch-buffer-size` events; past that they are dropped and the server log says
-//! how many) and a writer thread writes what has queued up every 10 ms with one system call
-//! (`cargo bench -p k1s --bench authz` compares the two). The file is rotated as upstream's
+//! how many) and a writer thread writes what has queued up within 10 ms with one system call,
+//! sleeping while there is nothing (`cargo bench -p k1s --bench authz` compares the two). The file is rotated as upstream's
 //! lumberjack rotates it. A write that would take the file past `max_size` first renames it to
 //! `<name>-<UTC time 2006-01-02T15-04-05.000><.ext>` and starts a new one; then the backups
 //! beyond `max_backups` (newest kept) and those older than `max_age` (by the time in their
@@ -82,13 +82,14 @@ impl Output {
     }
 }
 
-/// Batch mode's queue: requests append their lines to `pending` (no wake-up, no system call);
-/// the writer thread takes them every [`BATCH_INTERVAL`], or at once when a chunk's worth has
-/// queued up, and writes them with as few writes as the rotation allows.
+/// Batch mode's queue: requests append their lines to `pending` (no system call; a wake-up only
+/// when the writer sleeps with nothing to do); the writer thread then lets lines queue up for
+/// [`BATCH_INTERVAL`] (less once a chunk's worth is there) and writes them with as few writes as
+/// the rotation allows. Idle, it sleeps until the next line.
 struct Queue {
     pending: Mutex<Pending>,
-    /// Held while lines are written: taking the lines and writing them happen under it, so
-    /// that a flush and the writer never reorder them.
+    /// Taken while `pending` is still held and kept while the lines are written, so that a
+    /// flush and the writer never reorder them (lock order: `pending`, then `out`).
     out: Mutex<Output>,
     wake: Condvar,
     capacity: usize,
@@ -102,14 +103,20 @@ struct Pending {
     bytes: Vec<u8>,
     /// Where each line ends in `bytes`.
     ends: Vec<usize>,
+    /// The writer sleeps until a line comes.
+    idle: bool,
 }
 
 /// How long batch mode lets lines queue up before it writes them.
 const BATCH_INTERVAL: Duration = Duration::from_millis(10);
 
 impl Queue {
+    fn lock_pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn push(&self, line: &[u8]) {
-        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut p = self.lock_pending();
         if p.ends.len() >= self.capacity {
             drop(p);
             let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
@@ -121,20 +128,37 @@ impl Queue {
         p.bytes.extend_from_slice(line);
         let end = p.bytes.len();
         p.ends.push(end);
-        if end >= MAX_CHUNK {
+        if p.idle || end >= MAX_CHUNK {
+            p.idle = false;
             self.wake.notify_one();
         }
     }
 
-    /// Takes what is queued and writes it; `wait` first lets lines queue up for
-    /// [`BATCH_INTERVAL`] unless a chunk's worth is there already.
-    fn write_out(&self, wait: bool) {
-        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        if wait && p.bytes.len() < MAX_CHUNK && !self.closed.load(Ordering::Acquire) {
-            p = self.wake.wait_timeout(p, BATCH_INTERVAL).map(|(g, _)| g).unwrap_or_else(|e| e.into_inner().0);
+    /// The writer thread's loop, until the backend is dropped.
+    fn run(&self) {
+        while !self.closed.load(Ordering::Acquire) {
+            let mut p = self.lock_pending();
+            while p.bytes.is_empty() && !self.closed.load(Ordering::Acquire) {
+                p.idle = true;
+                p = self.wake.wait(p).unwrap_or_else(|e| e.into_inner());
+            }
+            p.idle = false;
+            if p.bytes.len() < MAX_CHUNK && !self.closed.load(Ordering::Acquire) {
+                p = self.wake.wait_timeout(p, BATCH_INTERVAL).map(|(g, _)| g).unwrap_or_else(|e| e.into_inner().0);
+            }
+            self.write_out(p);
         }
-        let taken = std::mem::take(&mut *p);
+    }
+
+    /// Writes out what is queued now.
+    fn flush(&self) {
+        self.write_out(self.lock_pending());
+    }
+
+    /// Takes the queued lines (then lets go of `pending`) and writes them.
+    fn write_out(&self, mut p: std::sync::MutexGuard<'_, Pending>) {
+        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        let taken = Pending { bytes: std::mem::take(&mut p.bytes), ends: std::mem::take(&mut p.ends), idle: false };
         drop(p);
         let limit = out.chunk_limit();
         let mut start = 0;
@@ -171,11 +195,7 @@ impl LogBackend {
                     closed: AtomicBool::new(false),
                 });
                 let q = queue.clone();
-                std::thread::Builder::new().name("k1s-audit-log".into()).spawn(move || {
-                    while !q.closed.load(Ordering::Acquire) {
-                        q.write_out(true);
-                    }
-                })?;
+                std::thread::Builder::new().name("k1s-audit-log".into()).spawn(move || q.run())?;
                 Sink::Queued(queue)
             }
         };
@@ -197,7 +217,7 @@ impl LogBackend {
     /// Writes out what batch mode has queued (nothing to do in blocking mode).
     pub fn flush(&self) {
         if let Sink::Queued(q) = &self.sink {
-            q.write_out(false);
+            q.flush();
         }
     }
 }
@@ -206,8 +226,10 @@ impl Drop for LogBackend {
     fn drop(&mut self) {
         if let Sink::Queued(q) = &self.sink {
             q.closed.store(true, Ordering::Release);
+            // Under the lock, so that the writer cannot miss it between its check and its wait.
+            drop(q.lock_pending());
             q.wake.notify_one();
-            q.write_out(false);
+            q.flush();
         }
     }
 }
@@ -487,6 +509,24 @@ mod tests {
         assert!(all.iter().all(|l| want.contains(l)), "only whole lines: {all:?}");
         let current = std::fs::read_to_string(&small).expect("read");
         assert!(current.ends_with("line 0009\n") && current.len() <= 25, "{current:?}");
+    }
+
+    #[test]
+    fn an_idle_batch_writer_wakes_for_the_next_line() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("audit.log");
+        let file = RotatingFile::open(&path, Rotation::from_flags(0, 0, 0)).expect("open");
+        let log = LogBackend::new(Output::File(file), LogMode::Batch, 100).expect("backend");
+        for n in 1..=3 {
+            // Long enough for the writer to be asleep with nothing queued.
+            std::thread::sleep(Duration::from_millis(50));
+            log.write(format!("line {n}\n").as_bytes());
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while std::fs::read_to_string(&path).expect("read").lines().count() < n {
+                assert!(std::time::Instant::now() < deadline, "line {n} was never written without a flush");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
     }
 
     #[test]
