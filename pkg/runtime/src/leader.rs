@@ -98,8 +98,14 @@ impl LeaderElection {
                 }
             };
             if ended_by_itself {
-                tracing::error!(lease = %self.name, "the work ended while leading");
+                // The work may see the shutdown before this loop does (both watch `cancel`):
+                // that is a shutdown, not a failure (the soak found an ERROR at every stop).
                 self.release(&api).await;
+                if cancel.is_cancelled() {
+                    tracing::info!(lease = %self.name, "released the Lease at shutdown");
+                } else {
+                    tracing::error!(lease = %self.name, "the work ended while leading");
+                }
                 return;
             }
             leading.cancel();
