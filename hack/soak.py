@@ -12,6 +12,9 @@ ERROR lines. It exits non-zero when a target is missed: RSS growth under 10%, no
 file descriptors or tasks (a tolerance of 5 descriptors for connections closing), no error
 lines.
 
+At the end it deletes its pods and stops the server (a stopped k1s leaves containers running, by
+design), then kills and unmounts whatever still refers to its work dir.
+
 Needs root, containerd and the local registry's images (hack/registry.sh start &&
 hack/images.sh), and no other node-mode k1s on the host. Usage:
 
@@ -93,11 +96,30 @@ class Server:
         return out
 
     def stop(self):
+        """Removes the soak's pods (a stopped k1s leaves containers running, by design), stops
+        the server, then kills and unmounts whatever still refers to the work dir."""
+        self.kubectl("delete", "deployment", "--all", "--wait=false")
+        self.kubectl("delete", "pods", "--all", "--grace-period=0", "--force", "--wait=false")
+        for _ in range(120):
+            if not self.kubectl("get", "pods", "-o", "name").stdout.strip():
+                break
+            time.sleep(0.5)
         self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(60)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+        subprocess.run(["pkill", "-KILL", "-f", self.work])
+        pods = os.path.join(self.data, "agent", "kubelet", "pods")
+        for uid in os.listdir(pods) if os.path.isdir(pods) else []:
+            for root in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup/memory", "/sys/fs/cgroup"):
+                for d, _, files in os.walk(os.path.join(root, "k1s", "pod" + uid)):
+                    if "cgroup.procs" in files:
+                        for pid in open(os.path.join(d, "cgroup.procs")).read().split():
+                            subprocess.run(["kill", "-KILL", pid])
+        points = [l.split()[4] for l in open("/proc/self/mountinfo") if l.split()[4].startswith(self.work)]
+        for mp in sorted(points, key=len, reverse=True):
+            subprocess.run(["umount", "-l", mp])
 
 
 def watcher(server, path, stop, broken):
